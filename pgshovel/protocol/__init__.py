@@ -1,0 +1,1 @@
+"""Generated protobuf modules (``make proto``): the stream protocol and the configuration."""

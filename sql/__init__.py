@@ -1,0 +1,1 @@
+"""SQL shipped with pgshovel, importable as ``pgshovel._sql`` (see setup.py)."""
