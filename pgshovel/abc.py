@@ -1,0 +1,26 @@
+"""The contracts between components (``typing.Protocol``).
+
+Components named in YAML (``path: module:Name``) must satisfy one of these;
+``pgshovel.components.build`` checks it when the configuration is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from pgshovel.protocol import stream_pb2
+
+
+@runtime_checkable
+class StreamWriter(Protocol):
+    """Where the relay publishes.
+
+    ``push`` returns only when every message is durably acknowledged, in order;
+    it raises ``RelayError`` when that cannot be guaranteed. The relay calls
+    ``pgq.finish_batch`` only after ``push`` returned for the whole batch.
+    """
+
+    def push(self, messages: Sequence[stream_pb2.Message]) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""The stream: protocol codec, publisher framing, validating reader."""

@@ -1,0 +1,44 @@
+"""What a validated stream yields: whole committed batches and the position after them.
+
+A ``StreamPosition`` is everything a consumer must store, together with what it
+applied, to resume exactly after the last batch it applied and to keep
+validating the stream from there (same publisher: next sequence; a newer
+publisher: its epoch must not be older).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pgshovel.protocol import stream_pb2
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """The last message consumed: its Kafka offset and its header."""
+
+    offset: int
+    publisher: bytes
+    sequence: int
+    epoch: int
+    # The last committed batch id per source node (16-byte uuid): re-sent batches
+    # with an id at or below it are recognised and skipped.
+    committed: tuple[tuple[bytes, int], ...] = field(default=())
+
+    def last_batch(self, node: bytes) -> int | None:
+        for known, batch_id in self.committed:
+            if known == node:
+                return batch_id
+        return None
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """One PgQ batch that reached Commit: its Begin and its mutations in order."""
+
+    node: bytes
+    batch_id: int
+    begin: stream_pb2.Begin
+    mutations: tuple[stream_pb2.Mutation, ...]
+    # Position of the batch's Commit message; store it with the applied data.
+    position: StreamPosition
