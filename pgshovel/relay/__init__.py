@@ -1,0 +1,1 @@
+"""pgshovel-relay: PgQ batches to Begin/Mutation/Commit/Rollback messages on Kafka."""

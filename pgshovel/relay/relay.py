@@ -1,0 +1,200 @@
+"""The relay loop: while leading, tick the queue and publish each batch, then finish it.
+
+Order of effects for one batch (never changed without changing the guarantees):
+
+1. take the batch (committed at once, so a re-send keeps its batch id);
+2. frame it: Begin, one Mutation per event in event order, Commit;
+3. push to the writer, which returns only when Kafka acknowledged every message;
+4. ``pgq.finish_batch`` and commit on the source.
+
+A crash anywhere before 4 sends the same batch again after restart
+(at-least-once); readers drop the re-send by batch id. A failure after Begin
+reached Kafka is followed by a Rollback when the writer still works, else by a
+new publisher identity, which readers treat as abandoning the open batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pgshovel.abc import StreamWriter
+from pgshovel.errors import PgshovelError, RelayError
+from pgshovel.protocol import stream_pb2
+from pgshovel.relay.metrics import RelayMetrics
+from pgshovel.relay.queue import BatchInfo, PgqQueue, TickInfo
+from pgshovel.stream.publisher import Publisher
+
+log = logging.getLogger(__name__)
+
+#: Mutations framed and pushed per writer call inside one batch (bounds memory).
+PUSH_CHUNK = 20_000
+
+
+@dataclass
+class SetState:
+    """What the relay knows of its set right now (updated by the config watch)."""
+
+    version: str
+    exists: bool = True
+
+
+def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
+    message = stream_pb2.Tick(id=tick.id, timestamp=tick.timestamp)
+    if tick.snapshot:
+        xmin, xmax, xip = tick.snapshot.split(":")
+        message.snapshot.xmin = int(xmin)
+        message.snapshot.xmax = int(xmax)
+        if xip:
+            message.snapshot.xip.extend(int(txid) for txid in xip.split(","))
+    return message
+
+
+class BatchPublisher:
+    """Publishes batches of one queue through one writer; knows nothing of leadership."""
+
+    def __init__(
+        self,
+        queue: PgqQueue,
+        writer: StreamWriter,
+        decode: Callable[[tuple[object, ...]], stream_pb2.Mutation],
+        node: bytes,
+        state: SetState,
+        metrics: RelayMetrics,
+        epoch: int,
+        lost: threading.Event | None = None,
+    ) -> None:
+        self.queue = queue
+        self.writer = writer
+        self.decode = decode
+        self.node = node
+        self.state = state
+        self.metrics = metrics
+        self.epoch = epoch
+        self.lost = lost or threading.Event()
+        self.publisher = Publisher(epoch=epoch)
+
+    def _push(self, messages: list[stream_pb2.Message]) -> None:
+        if self.lost.is_set():
+            raise RelayError("leadership lost (zookeeper connection suspended): batch abandoned")
+        self.writer.push(messages)
+
+    def publish(self, batch: BatchInfo) -> int:
+        """Publish one batch and finish it; returns the number of mutations."""
+        started = time.monotonic()
+        identifier = stream_pb2.BatchIdentifier(id=batch.id, node=self.node)
+        publisher = self.publisher
+        messages = [
+            publisher.begin(
+                identifier, _tick_message(batch.start), _tick_message(batch.end),
+                self.state.version,
+            )
+        ]
+        pushed_any = False
+        count = 0
+        size_before = getattr(self.writer, "bytes_sent", 0)
+        try:
+            for chunk in self.queue.events(batch):
+                for row in chunk:
+                    messages.append(publisher.mutation(identifier, self.decode(row)))
+                count += len(chunk)
+                if len(messages) >= PUSH_CHUNK:
+                    self._push(messages)
+                    pushed_any = True
+                    messages = []
+            messages.append(publisher.commit(identifier))
+            self._push(messages)
+            pushed_any = True
+        except BaseException as error:
+            self.queue.abandon()
+            self._roll_back(identifier, pushed_any, error)
+            raise
+        self.queue.finish(batch)
+        seconds = time.monotonic() - started
+        sent = getattr(self.writer, "bytes_sent", 0) - size_before
+        lag = max(0.0, time.time() - batch.end.timestamp / 1e6)
+        metrics = self.metrics
+        metrics.batches += 1
+        metrics.events += count
+        metrics.bytes += sent
+        metrics.lag_seconds = lag
+        log.info(
+            "batch %d: %d events, %d bytes, %.3fs, lag %.3fs", batch.id, count, sent, seconds, lag
+        )
+        return count
+
+    def _roll_back(
+        self, identifier: stream_pb2.BatchIdentifier, pushed_any: bool, error: BaseException
+    ) -> None:
+        """After a failure: a Rollback if the writer still works, else a new identity."""
+        if pushed_any and not isinstance(error, RelayError):
+            try:
+                self.writer.push([self.publisher.rollback(identifier)])
+                self.metrics.rollbacks += 1
+                log.warning("batch %d rolled back on the stream", identifier.id)
+                return
+            except PgshovelError as rollback_error:
+                log.error("could not publish a rollback: %s", rollback_error)
+        # Kafka's state is uncertain: whatever this identity sent may end mid-batch.
+        self.publisher = Publisher(epoch=self.epoch)
+
+
+class Pacer:
+    """Calls ``pgq.ticker`` at most once per interval (interval 0: never; pgqd ticks)."""
+
+    def __init__(self, queue: PgqQueue, interval: float, metrics: RelayMetrics) -> None:
+        self.queue = queue
+        self.interval = interval
+        self.metrics = metrics
+        self._next = 0.0
+
+    def maybe_tick(self) -> None:
+        if self.interval <= 0:
+            return
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.interval
+        if self.queue.tick() is not None:
+            self.metrics.last_tick = time.time()
+
+
+def new_identifier() -> str:
+    """How this relay process names itself in the election."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lead(
+    publisher: BatchPublisher,
+    pacer: Pacer,
+    stop: threading.Event,
+    lost: threading.Event,
+    poll_interval: float,
+    on_error: str,
+    retry_interval: float,
+) -> None:
+    """Publish batches until asked to stop, leadership is lost, or the set is dropped."""
+    while not stop.is_set() and not lost.is_set() and publisher.state.exists:
+        try:
+            pacer.maybe_tick()
+            batch = publisher.queue.next_batch()
+            if batch is None:
+                stop.wait(poll_interval)
+                continue
+            if lost.is_set():
+                publisher.queue.abandon()
+                break
+            publisher.publish(batch)
+        except PgshovelError as error:
+            publisher.metrics.errors += 1
+            if on_error == "exit":
+                raise
+            log.error("batch failed (on_error: log; retrying in %.1fs): %s", retry_interval, error)
+            stop.wait(retry_interval)
