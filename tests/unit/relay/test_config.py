@@ -1,0 +1,72 @@
+"""relay.yml validation: every mistake names the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgshovel.errors import ConfigurationError
+from pgshovel.relay import config
+
+WRITER = {"path": "pgshovel.relay.kafka:KafkaWriter", "configuration": {}}
+
+
+def test_defaults() -> None:
+    parsed = config.parse({"writer": WRITER}, "relay.yml")
+    assert parsed.on_error == "exit"
+    assert 0 < parsed.tick_interval < 1, "sub-second ticks by default"
+    assert parsed.metrics_port is None
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ({}, "missing 'writer'"),
+        ({"writer": WRITER, "tick_intervall": 1}, "unknown keys ['tick_intervall']"),
+        ({"writer": WRITER, "on_error": "ignore"}, "on_error: expected one of ['exit', 'log']"),
+        ({"writer": WRITER, "fetch_size": 0}, "fetch_size: must be >= 1"),
+        ({"writer": WRITER, "fetch_size": 1.5}, "fetch_size: expected an integer"),
+        ({"writer": WRITER, "tick_interval": "fast"}, "tick_interval: expected a number"),
+        ({"writer": WRITER, "metrics_port": "x"}, "metrics_port: expected a port number"),
+        ([1, 2], "expected a mapping"),
+    ],
+)
+def test_errors_name_the_key(document: object, fragment: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        config.parse(document, "relay.yml")
+    assert str(raised.value).startswith("relay.yml:")
+    assert fragment in str(raised.value)
+
+
+def test_load_expands_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "relay.yml"
+    path.write_text(
+        "writer:\n"
+        "  path: pgshovel.relay.kafka:KafkaWriter\n"
+        "  configuration:\n"
+        "    bootstrap_servers: ${TEST_BOOTSTRAP}\n"
+        "    properties: {broker.version.fallback: '${TEST_FALLBACK:-0.10.0}'}\n"
+        "on_error: log\n"
+    )
+    monkeypatch.setenv("TEST_BOOTSTRAP", "127.0.0.1:1234")
+    monkeypatch.delenv("TEST_FALLBACK", raising=False)
+    parsed = config.load(path)
+    assert parsed.writer["configuration"]["bootstrap_servers"] == "127.0.0.1:1234"
+    assert parsed.writer["configuration"]["properties"] == {"broker.version.fallback": "0.10.0"}
+    assert parsed.on_error == "log"
+
+
+def test_missing_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "relay.yml"
+    path.write_text("writer: {path: '${NOT_SET_ANYWHERE}'}\n")
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    with pytest.raises(ConfigurationError, match="'NOT_SET_ANYWHERE' is not set"):
+        config.load(path)
+
+
+def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "relay.yml"
+    path.write_text("writer: [unclosed\n")
+    with pytest.raises(ConfigurationError, match="relay.yml: invalid YAML"):
+        config.load(path)

@@ -1,0 +1,33 @@
+"""Producer settings: ordered and durable whatever the broker, user settings passed through."""
+
+from __future__ import annotations
+
+from pgshovel.relay.kafka import producer_settings
+
+
+def test_modern_broker_gets_the_idempotent_producer() -> None:
+    settings = producer_settings("b:9092", {})
+    assert settings["acks"] == "all"
+    assert settings["enable.idempotence"] == "true"
+    assert settings["bootstrap.servers"] == "b:9092"
+    assert "max.in.flight.requests.per.connection" not in settings
+
+
+def test_legacy_broker_keeps_one_request_in_flight() -> None:
+    settings = producer_settings(
+        "b:9092", {"api.version.request": False, "broker.version.fallback": "0.9.0.1"}
+    )
+    assert settings["enable.idempotence"] == "false"
+    assert settings["max.in.flight.requests.per.connection"] == "1"
+    assert settings["api.version.request"] == "false"
+    assert settings["broker.version.fallback"] == "0.9.0.1"
+
+
+def test_no_message_timeout_so_failures_leave_no_gap() -> None:
+    assert producer_settings("b:9092", {})["message.timeout.ms"] == "0"
+
+
+def test_user_properties_win() -> None:
+    settings = producer_settings("b:9092", {"linger.ms": 50, "compression.type": "snappy"})
+    assert settings["linger.ms"] == "50"
+    assert settings["compression.type"] == "snappy"
