@@ -172,6 +172,12 @@ class StreamValidator:
         """Admit a message of another publisher: True if it is now current, False if fenced."""
         header = message.header
         publisher = header.publisher
+        if len(publisher) != 16:
+            raise self._error(
+                f"publisher id must be a 16-byte uuid, got {len(publisher)!r} bytes",
+                offset,
+                message,
+            )
         if header.epoch < self._highest_epoch or publisher in self._retired:
             self.statistics.fenced_skipped += 1
             if publisher not in self._warned:
@@ -187,12 +193,6 @@ class StreamValidator:
                     offset,
                 )
             return False
-        if len(publisher) != 16:
-            raise self._error(
-                f"publisher id must be a 16-byte uuid, got {len(publisher)!r} bytes",
-                offset,
-                message,
-            )
         if header.sequence != 0 and self._state is not State.SYNCHRONIZING:
             raise self._error(
                 f"new publisher starts at sequence {header.sequence!r} instead of 0, taking "

@@ -160,6 +160,18 @@ def reader_joining_mid_batch() -> Scenario:
     return Scenario(messages[2:], [(2, [20])], {"partial_skipped": 2})
 
 
+def reader_joining_during_failover() -> Scenario:
+    # The reader starts where a zombie still writes and the new publisher is mid-batch.
+    a, b = publisher(1, 1), publisher(2, 2)
+    old = frame(a, 1, [10]) + frame(a, 2, [20])
+    new = frame(b, 1, [10]) + frame(b, 2, [20]) + frame(b, 3, [30])
+    return Scenario(
+        [old[4], new[4], old[5], *new[5:]],
+        [(3, [30])],
+        {"partial_skipped": 3, "fenced_skipped": 1, "batches_committed": 1},
+    )
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     function.__name__: function
     for function in (
@@ -172,6 +184,7 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
         resent_committed_batch_after_crash,
         batches_of_two_nodes,
         reader_joining_mid_batch,
+        reader_joining_during_failover,
     )
 }
 
@@ -209,6 +222,11 @@ def first_batch(source: Publisher) -> list[stream_pb2.Message]:
 
 def with_epoch(message: stream_pb2.Message, epoch: int) -> stream_pb2.Message:
     message.header.epoch = epoch
+    return message
+
+
+def with_publisher(message: stream_pb2.Message, publisher_id: bytes) -> stream_pb2.Message:
+    message.header.publisher = publisher_id
     return message
 
 
@@ -260,6 +278,10 @@ ERRORS: dict[str, Callable[[Publisher], tuple[list[stream_pb2.Message], str]]] =
             stream_pb2.Message(header=stream_pb2.Header(publisher=a.id, sequence=4, epoch=1)),
         ],
         "message has no operation",
+    ),
+    "publisher id not a uuid": lambda a: (
+        [*first_batch(a), with_publisher(a.commit(batch_id(1)), b"short")],
+        "publisher id must be a 16-byte uuid, got 5 bytes",
     ),
     "no header": lambda a: ([*first_batch(a), stream_pb2.Message()], "message has no header"),
     "begin without node": lambda a: (
