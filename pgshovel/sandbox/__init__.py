@@ -1,0 +1,20 @@
+"""The local stack for demos and tests: PostgreSQL 15 with PgQ, ZooKeeper 3.8, Kafka 0.9.0.1.
+
+``start(state_dir)`` runs the three servers as detached child processes on free
+127.0.0.1 ports, waits until each really answers, and records how to reach them
+in ``<state_dir>/sandbox.json`` (a :class:`SandboxConnection`); ``stop`` ends them
+by PID and ``load`` reads the record back. Logs land in ``postgres.log``,
+``zookeeper.log`` and ``kafka.log`` in the state directory. Kafka's jars come from
+``$KAFKA_HOME/libs`` when ``KAFKA_HOME`` is set, else from the project's
+``.deps/kafka/libs`` (``make kafka``); ZooKeeper's from Debian's
+``/usr/share/java`` (``$PGSHOVEL_ZOOKEEPER_JARS``); PostgreSQL's binaries from
+``/usr/lib/postgresql/15/bin`` (``$PGSHOVEL_POSTGRES_BINDIR``). As root the
+database server runs as the ``postgres`` user, and its data directory moves to
+that user's home when the state directory is out of its reach. The servers are
+tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
+"""
+
+from pgshovel.sandbox._connection import SandboxConnection
+from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop
+
+__all__ = ["SandboxConnection", "ServiceStatus", "load", "start", "status", "stop"]
