@@ -1,0 +1,199 @@
+"""The snapshot loader: one exported snapshot, key ranges read in parallel by Spark tasks.
+
+The driver opens a REPEATABLE READ transaction on the source, exports its
+snapshot and records ``txid_current_snapshot()``, picks key range boundaries
+from a sorted sample of each table's keys, and keeps that transaction open
+while Spark tasks (one per range) each import the snapshot and stream their
+range with ``COPY (SELECT ...) TO STDOUT`` into the target's snapshot sink.
+Every task therefore reads the same consistent state of every table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+from psycopg2 import sql
+from psycopg2.extensions import connection as Connection
+
+from pgshovel.errors import ReplicationError
+from pgshovel.replication import sessions
+from pgshovel.replication.abc import SnapshotSink, TableLoadReport
+from pgshovel.replication.model import KeyRange, TableShape
+from pgshovel.replication.progress import CountsParam, ProgressLogger
+from pgshovel.replication.ranges import make_ranges, pick_boundaries, range_predicate
+
+logger = logging.getLogger(__name__)
+
+_ESTIMATE = """
+SELECT c.reltuples::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relname = %s
+"""
+
+#: sampled keys per range wanted when choosing boundaries
+SAMPLE_PER_RANGE = 64
+
+
+def range_query(key_range: KeyRange) -> sql.Composable:
+    table = key_range.table
+    return sql.SQL("SELECT {} FROM {} WHERE {}").format(
+        sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
+        sql.Identifier(table.schema, table.name),
+        range_predicate(key_range),
+    )
+
+
+def estimate_rows(connection: Connection, table: TableShape) -> int:
+    """The planner's row estimate, or an exact count when the table was never analyzed."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ESTIMATE, (table.schema, table.name))
+        row = cursor.fetchone()
+        if row is not None and row[0] is not None and row[0] >= 0:
+            return int(row[0])
+        cursor.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table.schema, table.name))
+        )
+        counted = cursor.fetchone()
+        return int(counted[0]) if counted is not None else 0
+
+
+def sample_keys(connection: Connection, table: TableShape, percent: float) -> list[tuple[str, ...]]:
+    """Keys of a Bernoulli sample as text, in key order."""
+    keys = [sql.Identifier("t", name) for name in table.key]
+    query = sql.SQL("SELECT {} FROM {} AS t TABLESAMPLE BERNOULLI ({}) ORDER BY {}").format(
+        sql.SQL(", ").join(sql.SQL("{}::text").format(key) for key in keys),
+        sql.Identifier(table.schema, table.name),
+        sql.Literal(percent),
+        sql.SQL(", ").join(keys),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def copy_range(source_dsn: str, snapshot_id: str, key_range: KeyRange, out: IO[bytes]) -> None:
+    """Write one range's rows as COPY text, read in the imported snapshot."""
+    connection = sessions.connect(source_dsn, "pgshovel-replicate snapshot")
+    try:
+        connection.set_session(isolation_level="REPEATABLE READ", readonly=True)
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_id,))
+            copy = sql.SQL("COPY ({}) TO STDOUT").format(range_query(key_range))
+            cursor.copy_expert(copy.as_string(cursor), out, size=1 << 16)
+        connection.rollback()
+    finally:
+        connection.close()
+
+
+def _load_partition(
+    source_dsn: str, snapshot_id: str, sink: SnapshotSink, counts: Any
+) -> Callable[[Iterator[KeyRange]], Iterator[tuple[str, int, float, float]]]:
+    def load(ranges: Iterator[KeyRange]) -> Iterator[tuple[str, int, float, float]]:
+        for key_range in ranges:
+            started = time.time()
+
+            def copy_out(out: IO[bytes], key_range: KeyRange = key_range) -> None:
+                copy_range(source_dsn, snapshot_id, key_range, out)
+
+            rows = sink.load_range(key_range.table, key_range.index, copy_out)
+            counts.add({key_range.table.qualified: rows})
+            yield key_range.table.qualified, rows, started, time.time()
+
+    return load
+
+
+class PostgresSnapshotLoader:
+    """Loads every table of the set from one snapshot, ``ranges_per_table`` tasks per table."""
+
+    def __init__(self, ranges_per_table: int = 8, progress_interval: float = 10.0) -> None:
+        if not isinstance(ranges_per_table, int) or ranges_per_table < 1:
+            raise ReplicationError(
+                f"loader: ranges_per_table must be a positive integer, got {ranges_per_table!r}"
+            )
+        if not isinstance(progress_interval, (int, float)) or progress_interval <= 0:
+            raise ReplicationError(
+                f"loader: progress_interval must be positive seconds, got {progress_interval!r}"
+            )
+        self.ranges_per_table = ranges_per_table
+        self.progress_interval = float(progress_interval)
+
+    def plan(
+        self, connection: Connection, tables: Sequence[TableShape]
+    ) -> tuple[list[KeyRange], dict[str, int]]:
+        """The key ranges of every table and each table's estimated rows."""
+        ranges: list[KeyRange] = []
+        estimates: dict[str, int] = {}
+        for table in tables:
+            estimate = estimate_rows(connection, table)
+            estimates[table.qualified] = estimate
+            if not table.key or estimate == 0 or self.ranges_per_table == 1:
+                ranges.extend(make_ranges(table, []))
+                continue
+            percent = min(100.0, 100.0 * SAMPLE_PER_RANGE * self.ranges_per_table / estimate)
+            boundaries = pick_boundaries(
+                sample_keys(connection, table, percent), self.ranges_per_table
+            )
+            ranges.extend(make_ranges(table, boundaries))
+        return ranges, estimates
+
+    def load(
+        self,
+        spark: Any,
+        source_dsn: str,
+        tables: Sequence[TableShape],
+        sink: SnapshotSink,
+        on_exported: Callable[[str], None],
+    ) -> list[TableLoadReport]:
+        connection = sessions.connect(source_dsn, "pgshovel-replicate snapshot export")
+        try:
+            connection.set_session(isolation_level="REPEATABLE READ", readonly=True)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_export_snapshot(), txid_current_snapshot()::text")
+                row = cursor.fetchone()
+            if row is None:
+                raise ReplicationError("pg_export_snapshot() returned nothing; cannot load")
+            snapshot_id, txid_snapshot = row
+            logger.info("exported snapshot %s (transactions %s)", snapshot_id, txid_snapshot)
+            on_exported(txid_snapshot)
+            ranges, estimates = self.plan(connection, tables)
+            logger.info(
+                "loading %d table(s) in %d range(s): %s",
+                len(tables),
+                len(ranges),
+                ", ".join(f"{name} ~{rows} rows" for name, rows in estimates.items()),
+            )
+            context = spark.sparkContext
+            counts = context.accumulator({}, CountsParam())
+            job = context.parallelize(ranges, len(ranges)).mapPartitions(
+                _load_partition(source_dsn, snapshot_id, sink, counts)
+            )
+            with ProgressLogger(lambda: dict(counts.value), estimates, self.progress_interval):
+                results = job.collect()
+            # Only now may the exporting transaction end: every task imported the snapshot.
+            connection.rollback()
+        finally:
+            connection.close()
+        return summarize(tables, results)
+
+
+def summarize(
+    tables: Sequence[TableShape], results: Sequence[tuple[str, int, float, float]]
+) -> list[TableLoadReport]:
+    """Rows per table and the wall time from its first range's start to its last range's end."""
+    reports = []
+    for table in tables:
+        mine = [result for result in results if result[0] == table.qualified]
+        rows = sum(result[1] for result in mine)
+        seconds = max(r[3] for r in mine) - min(r[2] for r in mine) if mine else 0.0
+        report = TableLoadReport(table=table.qualified, rows=rows, seconds=seconds)
+        logger.info(
+            "snapshot of %s: %d rows in %.1fs (%.0f rows/s)",
+            report.table,
+            report.rows,
+            report.seconds,
+            report.rows_per_second,
+        )
+        reports.append(report)
+    return reports

@@ -1,0 +1,59 @@
+"""Split a table into key ranges for parallel snapshot reads.
+
+Boundaries come from a sorted sample of keys (text forms, in key order); the
+ranges are ``(-inf, b1) [b1, b2) ... [bn, +inf)`` so they cover every key
+exactly once whatever the boundaries are: a poor sample only makes ranges
+uneven, never wrong. Composite keys compare as row values, ``(a, b) >= (x, y)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg2 import sql
+
+from pgshovel.replication.model import KeyRange, TableShape
+
+Key = tuple[str, ...]
+
+
+def pick_boundaries(sorted_sample: Sequence[Key], parts: int) -> list[Key]:
+    """Choose at most ``parts - 1`` distinct, ascending boundaries evenly through the sample."""
+    if parts <= 1 or not sorted_sample:
+        return []
+    boundaries: list[Key] = []
+    size = len(sorted_sample)
+    for part in range(1, parts):
+        candidate = sorted_sample[(part * size) // parts]
+        if candidate != sorted_sample[0] and (not boundaries or candidate != boundaries[-1]):
+            boundaries.append(candidate)
+    return boundaries
+
+
+def make_ranges(table: TableShape, boundaries: Sequence[Key]) -> list[KeyRange]:
+    """The ranges between consecutive boundaries, unbounded at both ends."""
+    lowers: list[Key | None] = [None, *boundaries]
+    uppers: list[Key | None] = [*boundaries, None]
+    return [
+        KeyRange(table=table, index=index, lower=lower, upper=upper)
+        for index, (lower, upper) in enumerate(zip(lowers, uppers, strict=True))
+    ]
+
+
+def _row(values: Sequence[sql.Composable]) -> sql.Composable:
+    return sql.SQL("({})").format(sql.SQL(", ").join(values))
+
+
+def range_predicate(key_range: KeyRange) -> sql.Composable:
+    """A WHERE condition selecting the range's rows (``TRUE`` for an unbounded range)."""
+    columns = _row([sql.Identifier(name) for name in key_range.table.key])
+    conditions: list[sql.Composable] = []
+    if key_range.lower is not None:
+        lower = _row([sql.Literal(value) for value in key_range.lower])
+        conditions.append(sql.SQL("{} >= {}").format(columns, lower))
+    if key_range.upper is not None:
+        upper = _row([sql.Literal(value) for value in key_range.upper])
+        conditions.append(sql.SQL("{} < {}").format(columns, upper))
+    if not conditions:
+        return sql.SQL("TRUE")
+    return sql.SQL(" AND ").join(conditions)

@@ -1,0 +1,91 @@
+"""The Kafka stream: validated micro-batches of whole committed batches.
+
+The reader runs on the Spark driver (the Spark Kafka connector is not
+available offline, and one partition has one reader anyway): it reads from
+the stored position, feeds every message to the validating state machine and
+hands over the batches that reached Commit, so a micro-batch never holds part
+of a batch. Messages of a batch still open stay in the validator until its
+Commit arrives in a later read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from pgshovel.errors import ConfigurationError, ReplicationError
+from pgshovel.replication.abc import MicroBatch
+from pgshovel.replication.model import WorkerState
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.reader import KafkaReader
+from pgshovel.stream.validation import StreamValidator
+
+logger = logging.getLogger(__name__)
+
+
+class KafkaStream:
+    """Reads the set's topic (``<cluster>.<set>`` unless ``topic`` is given)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        max_batch_messages: int = 50000,
+        poll_timeout: float = 1.0,
+    ) -> None:
+        if not isinstance(bootstrap_servers, str) or not bootstrap_servers:
+            raise ConfigurationError(
+                f"stream: bootstrap_servers must be 'host:port[,...]', got {bootstrap_servers!r}"
+            )
+        if not isinstance(max_batch_messages, int) or max_batch_messages < 1:
+            raise ConfigurationError(
+                f"stream: max_batch_messages must be a positive integer, got {max_batch_messages!r}"
+            )
+        if properties is not None and not isinstance(properties, Mapping):
+            raise ConfigurationError(f"stream: properties must be a mapping, got {properties!r}")
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.properties = dict(properties or {})
+        self.max_batch_messages = max_batch_messages
+        self.poll_timeout = float(poll_timeout)
+        self._reader: KafkaReader | None = None
+
+    @property
+    def reader(self) -> KafkaReader:
+        if self._reader is None:
+            raise ReplicationError("kafka stream is not open; call open() first")
+        return self._reader
+
+    def open(self, default_topic: str) -> None:
+        self.topic = self.topic or default_topic
+        self._reader = KafkaReader(self.bootstrap_servers, self.topic, self.properties)
+
+    def end_offset(self) -> int:
+        return self.reader.watermarks()[1]
+
+    def micro_batches(
+        self, state: WorkerState, should_stop: Callable[[], bool]
+    ) -> Iterator[MicroBatch]:
+        reader = self.reader
+        reader.seek(state.next_offset)
+        validator = StreamValidator(state.position)
+        logger.info("streaming topic %r from offset %d", reader.topic, state.next_offset)
+        while not should_stop():
+            messages = reader.read(self.max_batch_messages, self.poll_timeout)
+            if not messages:
+                continue
+            batches: list[CommittedBatch] = list(validator.validate(messages))
+            if not batches:
+                continue
+            last = messages[-1][0]
+            _, high = reader.watermarks()
+            yield MicroBatch(
+                batches=tuple(batches), messages=len(messages), lag=max(0, high - last - 1)
+            )
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

@@ -1,0 +1,1 @@
+"""Replication targets: PostgreSQL (``postgresql:PostgresTarget``), Parquet (``parquet``)."""

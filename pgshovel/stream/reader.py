@@ -1,0 +1,113 @@
+"""Read a stream topic from an explicit offset: ``(offset, Message)`` pairs for the validator.
+
+A confluent-kafka consumer assigned by hand to partition 0 of the topic at the
+offset the caller stored with its data: no consumer group offsets are committed
+or relied on (``enable.auto.commit=false``), and an offset the topic no longer
+holds is an error, never a silent jump (``auto.offset.reset=error``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from google.protobuf.message import DecodeError
+
+from pgshovel.errors import ConfigurationError, StreamError
+from pgshovel.protocol import stream_pb2
+
+__all__ = ["KafkaReader", "consumer_settings"]
+
+logger = logging.getLogger(__name__)
+
+PARTITION = 0
+
+
+def consumer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
+    """The librdkafka settings of a reader; the user's ``properties`` win where they overlap."""
+    settings = {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": "pgshovel-replicate",
+        "enable.auto.commit": "false",
+        "enable.auto.offset.store": "false",
+        "auto.offset.reset": "error",
+        "enable.partition.eof": "false",
+    }
+    for key, value in properties.items():
+        settings[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return settings
+
+
+class KafkaReader:
+    """Reads one topic's single partition from a chosen offset."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        properties: Mapping[str, Any] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not bootstrap_servers:
+            raise ConfigurationError("stream: bootstrap_servers must not be empty")
+        self.topic = topic
+        self.timeout = timeout
+        self._consumer = Consumer(consumer_settings(bootstrap_servers, properties or {}))
+        self._partition = TopicPartition(topic, PARTITION)
+
+    def watermarks(self) -> tuple[int, int]:
+        """The lowest offset the topic still holds and the offset of the next message."""
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                self._partition, timeout=self.timeout, cached=False
+            )
+        except KafkaException as error:
+            raise StreamError(
+                f"cannot read the offsets of topic {self.topic!r}: {error}; check that the "
+                "topic exists and the brokers are reachable"
+            ) from error
+        return int(low), int(high)
+
+    def seek(self, offset: int) -> None:
+        """Start reading at ``offset``; an error if the topic no longer (or not yet) holds it."""
+        low, high = self.watermarks()
+        if not low <= offset <= high:
+            raise StreamError(
+                f"topic {self.topic!r} holds offsets {low!r} to {high - 1!r}, the worker must "
+                f"resume at offset {offset!r}: the messages in between were deleted (retention) "
+                "or the topic was recreated; reload the target from a fresh snapshot"
+            )
+        self._consumer.assign([TopicPartition(self.topic, PARTITION, offset)])
+
+    def read(self, max_messages: int, timeout: float) -> list[tuple[int, stream_pb2.Message]]:
+        """Up to ``max_messages`` decoded messages in offset order, waiting at most ``timeout``."""
+        received = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        messages = []
+        for record in received:
+            error = record.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise StreamError(
+                        f"topic {self.topic!r} no longer holds the offset being read: {error}; "
+                        "reload the target from a fresh snapshot"
+                    )
+                raise StreamError(f"reading topic {self.topic!r} failed: {error}")
+            offset = record.offset()
+            if offset is None:
+                raise StreamError(f"message of topic {self.topic!r} has no offset")
+            try:
+                message = stream_pb2.Message.FromString(record.value() or b"")
+            except DecodeError as decode_error:
+                raise StreamError(
+                    f"message at offset {offset!r} of topic {self.topic!r} is not a pgshovel "
+                    f"stream message: {decode_error}"
+                ) from decode_error
+            messages.append((offset, message))
+        return messages
+
+    def close(self) -> None:
+        self._consumer.close()
