@@ -111,7 +111,9 @@ def test_a_later_snapshot_sees_everything_an_earlier_one_saw(
             assert is_visible(txid, later), txid
 
 
-def mutation(txid: int, operation: int = stream_pb2.Mutation.INSERT) -> stream_pb2.Mutation:
+def mutation(
+    txid: int, operation: stream_pb2.Mutation.Operation = stream_pb2.Mutation.INSERT
+) -> stream_pb2.Mutation:
     return stream_pb2.Mutation(
         id=txid, schema="public", table="t", operation=operation, transaction=txid
     )

@@ -45,8 +45,10 @@ class SimulatedRelay:
             self.log.append(message)
             if self.draw(st.integers(0, 9)) == 0:
                 self.log.append(message)  # producer retry after a lost ack
-            while self.zombie and self.draw(st.booleans()):
+            leaking: bool = bool(self.zombie) and self.draw(st.booleans())
+            while leaking:
                 self.log.append(self.zombie.pop(0))
+                leaking = bool(self.zombie) and self.draw(st.booleans())
 
     def publish(self, number: int, mutation_ids: list[int]) -> None:
         for attempt in range(4):
