@@ -111,7 +111,9 @@ class BatchPublisher:
             pushed_any = True
         except BaseException as error:
             self.queue.abandon()
-            self._roll_back(identifier, pushed_any, error)
+            # Messages built but never handed to the writer did not reach Kafka.
+            unpushed = messages[0].header.sequence if messages else publisher.next_sequence
+            self._roll_back(identifier, pushed_any, unpushed, error)
             raise
         self.queue.finish(batch)
         seconds = time.monotonic() - started
@@ -128,19 +130,33 @@ class BatchPublisher:
         return count
 
     def _roll_back(
-        self, identifier: stream_pb2.BatchIdentifier, pushed_any: bool, error: BaseException
+        self,
+        identifier: stream_pb2.BatchIdentifier,
+        pushed_any: bool,
+        unpushed: int,
+        error: BaseException,
     ) -> None:
-        """After a failure: a Rollback if the writer still works, else a new identity."""
-        if pushed_any and not isinstance(error, RelayError):
-            try:
-                self.writer.push([self.publisher.rollback(identifier)])
-                self.metrics.rollbacks += 1
-                log.warning("batch %d rolled back on the stream", identifier.id)
-                return
-            except PgshovelError as rollback_error:
-                log.error("could not publish a rollback: %s", rollback_error)
-        # Kafka's state is uncertain: whatever this identity sent may end mid-batch.
-        self.publisher = Publisher(epoch=self.epoch)
+        """After a failure: a Rollback if the writer still works, else a new identity.
+
+        A failed ``push`` leaves Kafka's state uncertain (some of the chunk may
+        have landed), so the publisher identity is replaced: readers then treat
+        the open batch as abandoned. A failure before the push (reading or
+        decoding the batch) leaves Kafka holding exactly the pushed prefix: the
+        publisher rewinds to the first unpushed sequence and sends a Rollback.
+        """
+        if isinstance(error, RelayError):
+            self.publisher = Publisher(epoch=self.epoch)
+            return
+        self.publisher.rewind(unpushed)
+        if not pushed_any:
+            return
+        try:
+            self.writer.push([self.publisher.rollback(identifier)])
+            self.metrics.rollbacks += 1
+            log.warning("batch %d rolled back on the stream", identifier.id)
+        except PgshovelError as rollback_error:
+            log.error("could not publish a rollback: %s", rollback_error)
+            self.publisher = Publisher(epoch=self.epoch)
 
 
 class Pacer:
