@@ -1,0 +1,1 @@
+"""pgshovel-admin: cluster and set commands, database install, two-phase changes."""

@@ -1,0 +1,162 @@
+"""pgshovel-admin: the command line that initializes clusters and manages replication sets.
+
+Every command that changes something plans first (reading ZooKeeper and the
+databases), then either prints the plan (``--dry-run``, nothing changes) or
+applies it with two-phase commit. Errors end with a one-line reason and exit
+status 1 (see ``pgshovel._cli.run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
+from pgshovel.admin import inspect, planning
+from pgshovel.admin.connections import Connections
+from pgshovel.admin.plan import Plan, render
+from pgshovel.admin.twophase import execute
+from pgshovel.cluster import names, zookeeper
+from pgshovel.cluster.sets import load_set_configuration
+
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Print the plan (SQL per database, ZooKeeper changes) only."
+)
+
+
+def _apply(
+    options: GlobalOptions, build: Callable[[planning.Context], Plan], dry_run: bool
+) -> None:
+    with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
+        context = planning.Context(
+            options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
+        )
+        plan = build(context)
+        if dry_run:
+            click.echo(
+                render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn)))
+            )
+            click.echo("dry run: nothing was changed")
+            return
+        execute(plan, connections, client)
+        click.echo(f"done: {plan.summary}")
+
+
+def _report(options: GlobalOptions, report: Callable[[planning.Context], str]) -> None:
+    with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
+        context = planning.Context(
+            options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
+        )
+        click.echo(report(context))
+
+
+@click.group()
+@global_options
+@click.pass_context
+def cli(
+    context: click.Context, cluster: str, zookeeper_hosts: str, log_level: str, debug: bool
+) -> None:
+    """Administer a pgshovel cluster and its replication sets."""
+    names.validate_cluster_name(cluster)
+    context.obj = make_global_options(cluster, zookeeper_hosts, log_level, debug)
+
+
+@cli.group("cluster")
+def cluster_group() -> None:
+    """Initialize, inspect and upgrade the cluster."""
+
+
+@cluster_group.command("initialize")
+@dry_run_option
+@click.pass_obj
+def cluster_initialize(options: GlobalOptions, dry_run: bool) -> None:
+    """Create the cluster's ZooKeeper nodes."""
+    _apply(options, planning.plan_cluster_initialize, dry_run)
+
+
+@cluster_group.command("inspect")
+@click.pass_obj
+def cluster_inspect(options: GlobalOptions) -> None:
+    """Show the cluster's version and its sets."""
+    _report(options, inspect.describe_cluster)
+
+
+@cluster_group.command("upgrade")
+@click.option("--force", is_flag=True, help="Allow installing an older pgshovel over a newer one.")
+@dry_run_option
+@click.pass_obj
+def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool) -> None:
+    """Reinstall the capture function in every set's database."""
+    _apply(options, lambda context: planning.plan_cluster_upgrade(context, force=force), dry_run)
+
+
+@cli.group("set")
+def set_group() -> None:
+    """Create, update, drop, list and inspect replication sets."""
+
+
+set_file = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+
+
+@set_group.command("create")
+@click.argument("name")
+@set_file
+@dry_run_option
+@click.pass_obj
+def set_create(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
+    """Install capture for a new set NAME described by FILE (YAML)."""
+    names.validate_set_name(name)
+    configuration = load_set_configuration(file)
+    _apply(options, lambda context: planning.plan_set_create(context, name, configuration), dry_run)
+
+
+@set_group.command("update")
+@click.argument("name")
+@set_file
+@dry_run_option
+@click.pass_obj
+def set_update(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
+    """Change set NAME to the configuration in FILE."""
+    names.validate_set_name(name)
+    configuration = load_set_configuration(file)
+    _apply(options, lambda context: planning.plan_set_update(context, name, configuration), dry_run)
+
+
+@set_group.command("drop")
+@click.argument("name")
+@dry_run_option
+@click.pass_obj
+def set_drop(options: GlobalOptions, name: str, dry_run: bool) -> None:
+    """Remove set NAME: its triggers, its queue and its ZooKeeper node."""
+    names.validate_set_name(name)
+    _apply(options, lambda context: planning.plan_set_drop(context, name), dry_run)
+
+
+@set_group.command("list")
+@click.pass_obj
+def set_list(options: GlobalOptions) -> None:
+    """List the sets: name, version, table count, database."""
+
+    def report(context: planning.Context) -> str:
+        return "\n".join(
+            f"{item.name}\t{item.version}\t{item.tables} table(s)\t{item.database}"
+            for item in inspect.list_sets(context)
+        )
+
+    _report(options, report)
+
+
+@set_group.command("inspect")
+@click.argument("name")
+@click.pass_obj
+def set_inspect(options: GlobalOptions, name: str) -> None:
+    """Show set NAME: configuration, version and the state of its triggers."""
+    names.validate_set_name(name)
+    _report(options, lambda context: inspect.describe_set(context, name))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script entry point."""
+    run(cli, argv)

@@ -1,0 +1,122 @@
+"""Read-only reports: cluster inspect, set list, set inspect.
+
+Reports show configuration as YAML with DSN passwords masked, set versions,
+and for each table whether this set's triggers are installed at the current
+version. An unreachable database is reported, not raised, so the rest of the
+report still shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg2
+import yaml
+
+import pgshovel
+from pgshovel.admin import catalog
+from pgshovel.admin.planning import Context
+from pgshovel.cluster import names
+from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.sets import to_document
+from pgshovel.cluster.versions import set_version
+from pgshovel.errors import PgshovelError
+from pgshovel.protocol import configuration_pb2
+
+
+@dataclass(frozen=True)
+class SetSummary:
+    """One line of ``set list``."""
+
+    name: str
+    version: str
+    database: str  # masked DSN
+    tables: int
+
+
+def list_sets(context: Context) -> list[SetSummary]:
+    summaries = []
+    for set_name in context.store.set_names():
+        configuration = context.store.read_set(set_name).value
+        summaries.append(
+            SetSummary(
+                name=set_name,
+                version=set_version(configuration),
+                database=mask_dsn(configuration.database.dsn),
+                tables=len(configuration.tables),
+            )
+        )
+    return summaries
+
+
+def describe_cluster(context: Context) -> str:
+    node = context.store.read_cluster()
+    lines = [
+        f"cluster: {context.cluster}",
+        f"version: {node.value.version} (this pgshovel: {pgshovel.__version__})",
+        "sets:",
+    ]
+    summaries = list_sets(context)
+    lines += [
+        f"  {item.name}: version {item.version}, {item.tables} table(s), {item.database}"
+        for item in summaries
+    ]
+    if not summaries:
+        lines.append("  (none)")
+    return "\n".join(lines)
+
+
+def table_status(
+    context: Context,
+    set_name: str,
+    configuration: configuration_pb2.ReplicationSetConfiguration,
+    conn: psycopg2.extensions.connection,
+) -> list[str]:
+    version = set_version(configuration)
+    expected = {
+        names.trigger_name(context.cluster, set_name),
+        names.truncate_trigger_name(context.cluster, set_name),
+    }
+    lines = []
+    for table in configuration.tables:
+        label = f"{table.schema}.{table.name}"
+        if catalog.table_info(conn, table.schema, table.name) is None:
+            lines.append(f"  {label}: table missing")
+            continue
+        found = catalog.installed_triggers(conn, table.schema, table.name)
+        mine = [found[name] for name in sorted(expected) if name in found]
+        if len(mine) < len(expected):
+            status = "triggers missing"
+        elif any(len(trigger.arguments) < 2 or trigger.arguments[1] != version for trigger in mine):
+            versions = sorted({trigger.arguments[1] for trigger in mine if trigger.arguments[1:]})
+            status = f"triggers outdated (version {', '.join(versions)})"
+        elif not all(trigger.enabled for trigger in mine):
+            status = "triggers disabled"
+        else:
+            status = "installed"
+        lines.append(f"  {label}: {status}")
+    return lines
+
+
+def describe_set(context: Context, set_name: str) -> str:
+    configuration = context.store.read_set(set_name).value
+    lines = [
+        f"set: {set_name}",
+        f"version: {set_version(configuration)}",
+        "configuration:",
+    ]
+    document = yaml.safe_dump(to_document(configuration), sort_keys=False, allow_unicode=True)
+    lines += [f"  {line}" for line in document.rstrip().splitlines()]
+    try:
+        conn = context.connections.get(configuration.database.dsn)
+        node = catalog.node_id(conn, context.cluster)
+        queue = names.queue_name(context.cluster, set_name)
+        lines.append(f"node: {node or 'not installed'}")
+        lines.append(
+            f"queue: {queue} ({'present' if catalog.queue_exists(conn, queue) else 'missing'})"
+        )
+        lines.append("tables:")
+        lines += table_status(context, set_name, configuration, conn)
+    except PgshovelError as error:
+        lines.append(f"database: unreachable ({error})")
+    return "\n".join(lines)

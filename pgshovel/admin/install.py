@@ -1,0 +1,188 @@
+"""The SQL that installs, updates and removes capture in a database.
+
+Pure composition: every function returns ``psycopg2.sql`` statements and never
+touches a database, so a plan can be printed (``--dry-run``) or executed in a
+two-phase transaction. ``resolve_table`` checks a configured table against the
+catalog facts read by ``pgshovel.admin.catalog``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+from psycopg2 import sql
+
+from pgshovel.admin.catalog import TableInfo
+from pgshovel.cluster import names
+from pgshovel.errors import ConfigurationError, DatabaseError
+from pgshovel.protocol import configuration_pb2
+
+CAPTURE_FUNCTION = "capture"
+NODE_TABLE = "node"
+
+
+@dataclass(frozen=True)
+class TableCapture:
+    """A table as it will be captured: resolved key and captured columns."""
+
+    schema: str
+    name: str
+    key_columns: tuple[str, ...]
+    columns: tuple[str, ...]  # empty: every column, including ones added later
+
+
+def resolve_table(
+    table: configuration_pb2.TableConfiguration,
+    info: TableInfo | None,
+    *,
+    allow_unkeyed: bool,
+    database: str,
+) -> TableCapture:
+    """Check a configured table against the catalog; ``database`` is a masked DSN."""
+    label = f"{table.schema!r}.{table.name!r}"
+    if info is None:
+        raise ConfigurationError(
+            f"table {label} does not exist in database {database!r} (or is not an ordinary "
+            "table); create it or remove it from the set"
+        )
+    for kind, wanted in (("key column", table.key_columns), ("column", table.columns)):
+        missing = [column for column in wanted if column not in info.columns]
+        if missing:
+            raise ConfigurationError(
+                f"table {label} has no {kind} {missing[0]!r}; "
+                f"its columns are {list(info.columns)!r}"
+            )
+    key_columns = tuple(table.key_columns) or info.primary_key
+    if not key_columns and not allow_unkeyed:
+        raise ConfigurationError(
+            f"table {label} has no primary key and no key_columns are declared; declare "
+            "key_columns, add a primary key, or set allow_unkeyed: true"
+        )
+    columns = tuple(table.columns)
+    missing_keys = [column for column in key_columns if columns and column not in columns]
+    if missing_keys:
+        raise ConfigurationError(
+            f"table {label}: the captured columns must include the key column "
+            f"{missing_keys[0]!r}; add it to columns"
+        )
+    return TableCapture(table.schema, table.name, key_columns, columns)
+
+
+def text_array_literal(values: Sequence[str]) -> str:
+    """A PostgreSQL text[] literal for ``values``, every element quoted."""
+    quoted = ('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values)
+    return "{" + ",".join(quoted) + "}"
+
+
+def capture_function(cluster: str, hstore_schema: str) -> sql.Composable:
+    """CREATE OR REPLACE the cluster's capture function (sql/capture.sql)."""
+    if "$" in hstore_schema:
+        # The function body is dollar-quoted; a '$' in this name could end it early.
+        raise DatabaseError(
+            f"the hstore extension is installed in schema {hstore_schema!r}, whose name "
+            "contains '$'; move it (ALTER EXTENSION hstore SET SCHEMA ...) and retry"
+        )
+    text = resources.files("pgshovel._sql").joinpath("capture.sql").read_text(encoding="utf-8")
+    statement = text[text.index("CREATE OR REPLACE FUNCTION") :].rstrip().rstrip(";")
+    return sql.SQL(statement).format(
+        schema=sql.Identifier(names.schema_name(cluster)),
+        hstore=sql.Identifier(hstore_schema),
+    )
+
+
+def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composable]:
+    """PgQ, the cluster schema, hstore (into that schema when missing), node id, function."""
+    schema = sql.Identifier(names.schema_name(cluster))
+    node = sql.Identifier(names.schema_name(cluster), NODE_TABLE)
+    statements: list[sql.Composable] = [
+        sql.SQL("CREATE EXTENSION IF NOT EXISTS pgq"),
+        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema),
+    ]
+    if hstore_schema is None:
+        statements.append(sql.SQL("CREATE EXTENSION IF NOT EXISTS hstore SCHEMA {}").format(schema))
+        hstore_schema = names.schema_name(cluster)
+    statements += [
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (id uuid NOT NULL, "
+            "singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton))"
+        ).format(node),
+        sql.SQL(
+            "INSERT INTO {} (id) VALUES (pg_catalog.gen_random_uuid()) ON CONFLICT DO NOTHING"
+        ).format(node),
+        capture_function(cluster, hstore_schema),
+    ]
+    return statements
+
+
+def create_queue(cluster: str, set_name: str) -> sql.Composable:
+    return sql.SQL("SELECT pgq.create_queue({})").format(
+        sql.Literal(names.queue_name(cluster, set_name))
+    )
+
+
+def drop_queue(cluster: str, set_name: str) -> sql.Composable:
+    # force: a relay's consumer registration must not keep a dropped set's queue alive.
+    return sql.SQL("SELECT pgq.drop_queue({}, true)").format(
+        sql.Literal(names.queue_name(cluster, set_name))
+    )
+
+
+def trigger_arguments(cluster: str, set_name: str, version: str, table: TableCapture) -> list[str]:
+    """The constant arguments of a table's triggers (see sql/capture.sql)."""
+    return [
+        names.queue_name(cluster, set_name),
+        version,
+        json.dumps(list(table.key_columns)),
+        text_array_literal(table.columns) if table.columns else "",
+    ]
+
+
+def drop_triggers(cluster: str, set_name: str, schema: str, table: str) -> list[sql.Composable]:
+    target = sql.Identifier(schema, table)
+    return [
+        sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(trigger), target)
+        for trigger in (
+            names.trigger_name(cluster, set_name),
+            names.truncate_trigger_name(cluster, set_name),
+        )
+    ]
+
+
+def install_triggers(
+    cluster: str, set_name: str, version: str, table: TableCapture
+) -> list[sql.Composable]:
+    """Replace a table's row and TRUNCATE triggers for this set and version."""
+    target = sql.Identifier(table.schema, table.name)
+    function = sql.Identifier(names.schema_name(cluster), CAPTURE_FUNCTION)
+    arguments = sql.SQL(", ").join(
+        sql.Literal(argument) for argument in trigger_arguments(cluster, set_name, version, table)
+    )
+    update: sql.Composable = sql.SQL("UPDATE")
+    if table.columns:
+        update = sql.SQL("UPDATE OF {}").format(
+            sql.SQL(", ").join(sql.Identifier(column) for column in table.columns)
+        )
+    return [
+        *drop_triggers(cluster, set_name, table.schema, table.name),
+        sql.SQL(
+            "CREATE TRIGGER {} AFTER INSERT OR {} OR DELETE ON {} "
+            "FOR EACH ROW EXECUTE FUNCTION {}({})"
+        ).format(
+            sql.Identifier(names.trigger_name(cluster, set_name)),
+            update,
+            target,
+            function,
+            arguments,
+        ),
+        sql.SQL(
+            "CREATE TRIGGER {} AFTER TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {}({})"
+        ).format(
+            sql.Identifier(names.truncate_trigger_name(cluster, set_name)),
+            target,
+            function,
+            arguments,
+        ),
+    ]

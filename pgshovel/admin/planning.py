@@ -1,0 +1,274 @@
+"""Planning every change pgshovel-admin makes: read ZooKeeper and catalogs, build a Plan.
+
+Nothing here writes. Each ``plan_*`` function validates the request against
+what it read (cluster initialized, set present or absent, tables, keys and
+columns in the database) and returns the statements per database and the
+ZooKeeper multi-op, with the node versions it read as checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg2.extensions import connection
+
+import pgshovel
+from pgshovel.admin import catalog, install
+from pgshovel.admin.connections import Connections
+from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation
+from pgshovel.cluster import names
+from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.versions import is_newer, set_version
+from pgshovel.cluster.zookeeper import ClusterStore, Versioned
+from pgshovel.errors import ConfigurationError, DatabaseError
+from pgshovel.protocol import configuration_pb2
+
+SetConfiguration = configuration_pb2.ReplicationSetConfiguration
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every planner needs: the cluster, its ZooKeeper store and database connections."""
+
+    cluster: str
+    store: ClusterStore
+    connections: Connections
+
+
+def _check(node: Versioned[Any]) -> ZooKeeperOperation:
+    return ZooKeeperOperation("check", node.path, version=node.version, description="unchanged")
+
+
+def _hstore_schema(conn: connection, dsn: str) -> str | None:
+    """Where hstore is installed (None: it will be installed); an error if unavailable."""
+    schema = catalog.extension_schema(conn, "hstore")
+    if schema is None and not catalog.extension_available(conn, "hstore"):
+        raise DatabaseError(
+            f"database {mask_dsn(dsn)!r} lacks the hstore extension; install PostgreSQL's "
+            "contrib package on that server"
+        )
+    if catalog.extension_schema(conn, "pgq") is None and not catalog.extension_available(
+        conn, "pgq"
+    ):
+        raise DatabaseError(
+            f"database {mask_dsn(dsn)!r} lacks the pgq extension; install PgQ "
+            "(e.g. the postgresql-<version>-pgq3 package) on that server"
+        )
+    return schema
+
+
+def _resolve_tables(
+    conn: connection, configuration: SetConfiguration
+) -> list[install.TableCapture]:
+    database = mask_dsn(configuration.database.dsn)
+    return [
+        install.resolve_table(
+            table,
+            catalog.table_info(conn, table.schema, table.name),
+            allow_unkeyed=configuration.allow_unkeyed,
+            database=database,
+        )
+        for table in configuration.tables
+    ]
+
+
+def _set_data(configuration: SetConfiguration) -> tuple[bytes, str]:
+    return configuration.SerializeToString(deterministic=True), set_version(configuration)
+
+
+def plan_cluster_initialize(context: Context) -> Plan:
+    """Create the cluster node (with this pgshovel's version) and its sets node."""
+    if context.store.cluster_exists():
+        raise ConfigurationError(
+            f"cluster {context.cluster!r} is already initialized; "
+            "see 'pgshovel-admin cluster inspect'"
+        )
+    configuration = configuration_pb2.ClusterConfiguration(version=pgshovel.__version__)
+    return Plan(
+        summary=f"initialize cluster {context.cluster!r} at version {pgshovel.__version__}",
+        cluster=context.cluster,
+        zookeeper=(
+            ZooKeeperOperation(
+                "create",
+                names.cluster_path(context.cluster),
+                configuration.SerializeToString(deterministic=True),
+                description=f"ClusterConfiguration version {pgshovel.__version__}",
+            ),
+            ZooKeeperOperation("create", names.sets_path(context.cluster)),
+        ),
+    )
+
+
+def plan_set_create(context: Context, set_name: str, configuration: SetConfiguration) -> Plan:
+    """Install capture for a new set and record it in ZooKeeper."""
+    names.validate_set_name(set_name)
+    cluster_node = context.store.read_cluster()
+    if context.store.set_exists(set_name):
+        raise ConfigurationError(
+            f"set {set_name!r} already exists in cluster {context.cluster!r}; "
+            "use 'pgshovel-admin set update' to change it"
+        )
+    dsn = configuration.database.dsn
+    conn = context.connections.get(dsn)
+    hstore = _hstore_schema(conn, dsn)
+    tables = _resolve_tables(conn, configuration)
+    data, version = _set_data(configuration)
+    statements = [
+        *install.base_statements(context.cluster, hstore),
+        install.create_queue(context.cluster, set_name),
+    ]
+    for table in tables:
+        statements += install.install_triggers(context.cluster, set_name, version, table)
+    return Plan(
+        summary=f"create set {set_name!r} in cluster {context.cluster!r} at version {version}",
+        cluster=context.cluster,
+        databases=(DatabaseStep(dsn, tuple(statements)),),
+        zookeeper=(
+            _check(cluster_node),
+            ZooKeeperOperation(
+                "create",
+                names.set_path(context.cluster, set_name),
+                data,
+                description=f"ReplicationSetConfiguration version {version}",
+            ),
+        ),
+    )
+
+
+def _same_database(context: Context, old_dsn: str, new_dsn: str) -> None:
+    if old_dsn == new_dsn:
+        return
+    old_node = catalog.node_id(context.connections.get(old_dsn), context.cluster)
+    new_node = catalog.node_id(context.connections.get(new_dsn), context.cluster)
+    if old_node is None or old_node != new_node:
+        raise ConfigurationError(
+            f"the new dsn {mask_dsn(new_dsn)!r} is not the set's database "
+            f"{mask_dsn(old_dsn)!r} (node ids {old_node!r} and {new_node!r}); a set cannot "
+            "move between databases: drop it and create it again"
+        )
+
+
+def plan_set_update(context: Context, set_name: str, configuration: SetConfiguration) -> Plan:
+    """Reinstall a set's triggers for its new configuration; remove those of dropped tables."""
+    cluster_node = context.store.read_cluster()
+    current = context.store.read_set(set_name)
+    dsn = configuration.database.dsn
+    _same_database(context, current.value.database.dsn, dsn)
+    conn = context.connections.get(dsn)
+    hstore = _hstore_schema(conn, dsn)
+    tables = _resolve_tables(conn, configuration)
+    data, version = _set_data(configuration)
+    kept = {(table.schema, table.name) for table in tables}
+    statements = [
+        *install.base_statements(context.cluster, hstore),
+        install.create_queue(context.cluster, set_name),
+    ]
+    notes = []
+    for old in current.value.tables:
+        if (old.schema, old.name) in kept:
+            continue
+        if catalog.table_info(conn, old.schema, old.name) is None:
+            notes.append(f"table {old.schema!r}.{old.name!r} no longer exists: nothing to remove")
+            continue
+        statements += install.drop_triggers(context.cluster, set_name, old.schema, old.name)
+    for table in tables:
+        statements += install.install_triggers(context.cluster, set_name, version, table)
+    return Plan(
+        summary=(
+            f"update set {set_name!r} in cluster {context.cluster!r} "
+            f"from version {set_version(current.value)} to {version}"
+        ),
+        cluster=context.cluster,
+        databases=(DatabaseStep(dsn, tuple(statements)),),
+        zookeeper=(
+            _check(cluster_node),
+            ZooKeeperOperation(
+                "set",
+                current.path,
+                data,
+                version=current.version,
+                description=f"ReplicationSetConfiguration version {version}",
+            ),
+        ),
+        notes=tuple(notes),
+    )
+
+
+def plan_set_drop(context: Context, set_name: str) -> Plan:
+    """Remove a set's triggers and queue, and its ZooKeeper node."""
+    cluster_node = context.store.read_cluster()
+    current = context.store.read_set(set_name)
+    relay = context.store.relay_children(set_name)
+    if relay:
+        raise ConfigurationError(
+            f"set {set_name!r} has a running relay ({len(relay)} election participant(s)); "
+            "stop its relays first"
+        )
+    dsn = current.value.database.dsn
+    conn = context.connections.get(dsn)
+    statements = []
+    notes = []
+    for table in current.value.tables:
+        if catalog.table_info(conn, table.schema, table.name) is None:
+            notes.append(
+                f"table {table.schema!r}.{table.name!r} no longer exists: nothing to remove"
+            )
+            continue
+        statements += install.drop_triggers(context.cluster, set_name, table.schema, table.name)
+    if catalog.queue_exists(conn, names.queue_name(context.cluster, set_name)):
+        statements.append(install.drop_queue(context.cluster, set_name))
+    zookeeper = [_check(cluster_node)]
+    if relay is not None:
+        zookeeper.append(ZooKeeperOperation("delete", names.relay_path(context.cluster, set_name)))
+    zookeeper.append(ZooKeeperOperation("delete", current.path, version=current.version))
+    return Plan(
+        summary=f"drop set {set_name!r} from cluster {context.cluster!r}",
+        cluster=context.cluster,
+        databases=(DatabaseStep(dsn, tuple(statements)),) if statements else (),
+        zookeeper=tuple(zookeeper),
+        notes=tuple(notes),
+    )
+
+
+def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
+    """Reinstall the capture function in every set's database; record this version."""
+    cluster_node = context.store.read_cluster()
+    recorded = cluster_node.value.version
+    if is_newer(recorded, pgshovel.__version__) and not force:
+        raise ConfigurationError(
+            f"cluster {context.cluster!r} is at version {recorded!r}, newer than this "
+            f"pgshovel ({pgshovel.__version__!r}); refusing to downgrade (use --force to do it)"
+        )
+    steps: dict[str, DatabaseStep] = {}
+    checks = []
+    for set_name in context.store.set_names():
+        node = context.store.read_set(set_name)
+        checks.append(_check(node))
+        dsn = node.value.database.dsn
+        conn = context.connections.get(dsn)
+        # Several DSNs may reach one database: one transaction per database, or they
+        # would wait on each other's locks.
+        key = catalog.node_id(conn, context.cluster) or dsn
+        if key not in steps:
+            statements = install.base_statements(context.cluster, _hstore_schema(conn, dsn))
+            steps[key] = DatabaseStep(dsn, tuple(statements))
+    upgraded = configuration_pb2.ClusterConfiguration(version=pgshovel.__version__)
+    return Plan(
+        summary=(
+            f"upgrade cluster {context.cluster!r} from version {recorded} "
+            f"to {pgshovel.__version__} ({len(steps)} database(s))"
+        ),
+        cluster=context.cluster,
+        databases=tuple(steps.values()),
+        zookeeper=(
+            ZooKeeperOperation(
+                "set",
+                cluster_node.path,
+                upgraded.SerializeToString(deterministic=True),
+                version=cluster_node.version,
+                description=f"ClusterConfiguration version {pgshovel.__version__}",
+            ),
+            *checks,
+        ),
+    )

@@ -1,0 +1,85 @@
+"""Names derived from a cluster and a set: ZooKeeper paths, schema, trigger, queue.
+
+Cluster and set names become PostgreSQL identifiers, PgQ queue names and
+ZooKeeper path segments, so they are restricted to a safe character set and to
+lengths that keep every derived identifier within PostgreSQL's 63 bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pgshovel.errors import ConfigurationError
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+CLUSTER_NAME_MAX = 20
+SET_NAME_MAX = 24
+TRUNCATE_SUFFIX = "_truncate"
+
+
+def _validate(kind: str, name: str, maximum: int) -> str:
+    if not _SAFE_NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"invalid {kind} name {name!r}: use only letters, digits, '_' and '-'"
+        )
+    if len(name) > maximum:
+        raise ConfigurationError(
+            f"invalid {kind} name {name!r}: {len(name)} characters, at most {maximum} allowed"
+        )
+    return name
+
+
+def validate_cluster_name(name: str) -> str:
+    """Return ``name`` if it is a valid cluster name, else raise ``ConfigurationError``."""
+    return _validate("cluster", name, CLUSTER_NAME_MAX)
+
+
+def validate_set_name(name: str) -> str:
+    """Return ``name`` if it is a valid replication set name, else raise ``ConfigurationError``."""
+    return _validate("set", name, SET_NAME_MAX)
+
+
+def cluster_path(cluster: str) -> str:
+    """The ZooKeeper node holding the ClusterConfiguration."""
+    return f"/{validate_cluster_name(cluster)}"
+
+
+def sets_path(cluster: str) -> str:
+    """The ZooKeeper node whose children are the replication sets."""
+    return f"{cluster_path(cluster)}/sets"
+
+
+def set_path(cluster: str, set_name: str) -> str:
+    """The ZooKeeper node holding one ReplicationSetConfiguration."""
+    return f"{sets_path(cluster)}/{validate_set_name(set_name)}"
+
+
+def relay_path(cluster: str, set_name: str) -> str:
+    """The relay's leader-election node for a set (created by the relay, not by admin)."""
+    return f"{set_path(cluster, set_name)}/relay"
+
+
+def schema_name(cluster: str) -> str:
+    """The database schema that holds a cluster's capture function and node id."""
+    return f"pgshovel_{validate_cluster_name(cluster)}"
+
+
+def trigger_name(cluster: str, set_name: str) -> str:
+    """The row trigger a set installs on each of its tables."""
+    return f"pgshovel_{validate_cluster_name(cluster)}_{validate_set_name(set_name)}"
+
+
+def truncate_trigger_name(cluster: str, set_name: str) -> str:
+    """The statement trigger a set installs on each of its tables to capture TRUNCATE."""
+    return trigger_name(cluster, set_name) + TRUNCATE_SUFFIX
+
+
+def queue_name(cluster: str, set_name: str) -> str:
+    """The PgQ queue a set's triggers write into."""
+    return f"pgshovel.{validate_cluster_name(cluster)}.{validate_set_name(set_name)}"
+
+
+def prepared_transaction_prefix(cluster: str) -> str:
+    """The prefix of every two-phase transaction id pgshovel-admin prepares."""
+    return f"pgshovel_{validate_cluster_name(cluster)}_"

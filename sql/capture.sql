@@ -1,0 +1,76 @@
+-- pgshovel capture function: one per cluster, in schema pgshovel_<cluster>.
+--
+-- Installed by pgshovel-admin (set create / set update / cluster upgrade) with
+-- psycopg2.sql: {schema} is the cluster's schema and {hstore} the schema of the
+-- hstore extension, both rendered as quoted identifiers.
+--
+-- Every row trigger and TRUNCATE trigger of every set calls it with constant
+-- arguments fixed at install time:
+--   TG_ARGV[0]  PgQ queue name (pgshovel.<cluster>.<set>)
+--   TG_ARGV[1]  set version stamped on every event
+--   TG_ARGV[2]  key columns, a JSON array of names ([] for unkeyed tables)
+--   TG_ARGV[3]  captured columns, a text[] literal; '' captures every column
+--
+-- Event written with pgq.insert_event:
+--   ev_type    'I' | 'U' | 'D' | 'T'
+--   ev_data    JSON array [old, new]; each is null or an object mapping column
+--              name to the column's text (its type's output function) or null
+--   ev_extra1  schema name, ev_extra2 table name (at capture time)
+--   ev_extra3  set version, ev_extra4 key columns (TG_ARGV[2] verbatim)
+-- ev_txid and ev_time come from PgQ.
+--
+-- hstore(record) renders each column with its output function in C, so values
+-- are exactly PostgreSQL's text; the SET clauses pin every setting that changes
+-- that text. An UPDATE that leaves the captured columns as they were writes
+-- nothing.
+CREATE OR REPLACE FUNCTION {schema}.capture() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET datestyle = 'ISO, MDY'
+SET intervalstyle = 'postgres'
+SET timezone = 'UTC'
+SET extra_float_digits = 1
+SET bytea_output = 'hex'
+AS $pgshovel$
+DECLARE
+    old_row text;
+    new_row text;
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        PERFORM pgq.insert_event(TG_ARGV[0], 'T', '[null,null]',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        IF TG_ARGV[3] = '' THEN
+            old_row := {hstore}.hstore_to_json({hstore}.hstore(OLD));
+        ELSE
+            old_row := {hstore}.hstore_to_json(
+                {hstore}.slice({hstore}.hstore(OLD), TG_ARGV[3]::text[]));
+        END IF;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        IF TG_ARGV[3] = '' THEN
+            new_row := {hstore}.hstore_to_json({hstore}.hstore(NEW));
+        ELSE
+            new_row := {hstore}.hstore_to_json(
+                {hstore}.slice({hstore}.hstore(NEW), TG_ARGV[3]::text[]));
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || ']',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+    ELSIF TG_OP = 'UPDATE' THEN
+        IF old_row = new_row THEN
+            RETURN NULL;
+        END IF;
+        PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || ']',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+    ELSE
+        PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null]',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+    END IF;
+    RETURN NULL;
+END
+$pgshovel$
