@@ -1,0 +1,104 @@
+"""Set configuration files: YAML and text format, defaults, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgshovel.cluster.sets import load_set_configuration, parse_set_document, to_document
+from pgshovel.errors import ConfigurationError
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "example" / "set.yml"
+
+
+def _write(tmp_path: Path, text: str, name: str = "set.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_yaml_defaults_and_environment_expansion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APP_PASSWORD", "s3cret")
+    path = _write(
+        tmp_path,
+        'database:\n  dsn: "dbname=app password=${APP_PASSWORD} host=${HOST:-db}"\n'
+        "tables:\n  - name: orders\n  - {name: Lines, schema: Sales, columns: [id, qty],"
+        " key_columns: [id]}\n",
+    )
+    configuration = load_set_configuration(path)
+    assert configuration.database.dsn == "dbname=app password=s3cret host=db"
+    assert not configuration.allow_unkeyed
+    assert [(t.schema, t.name) for t in configuration.tables] == [
+        ("public", "orders"),
+        ("Sales", "Lines"),
+    ]
+    assert list(configuration.tables[1].columns) == ["id", "qty"]
+
+
+def test_the_documented_example_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PGDATABASE", raising=False)
+    configuration = load_set_configuration(EXAMPLE)
+    assert "dbname=app" in configuration.database.dsn
+    assert list(configuration.tables[1].key_columns) == ["order_id", "line"]
+
+
+def test_text_format_is_accepted(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        'database { dsn: "dbname=app" }\ntables { name: "orders" }\nallow_unkeyed: true\n',
+        name="set.pbtxt",
+    )
+    configuration = load_set_configuration(path)
+    assert configuration.tables[0].schema == "public"
+    assert configuration.allow_unkeyed
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], r"\(top level\): expected a mapping"),
+        ({"tables": [{"name": "t"}]}, "database: expected a mapping with a dsn"),
+        ({"database": {"dsn": "x"}, "tables": []}, "tables: expected a non-empty list"),
+        ({"database": {"dsn": "x"}, "tables": [{"schema": "s"}]}, r"tables\[0\]\.name"),
+        ({"database": {"dsn": "x"}, "tables": [{"name": "t", "colums": []}]}, "colums: unknown"),
+        (
+            {"database": {"dsn": "x"}, "tables": [{"name": "t", "key_columns": "id"}]},
+            r"tables\[0\]\.key_columns: expected a list of column names, got 'id'",
+        ),
+        ({"database": {"dsn": "x"}, "allow_unkeyed": "yes", "tables": [{"name": "t"}]}, "true or"),
+        (
+            {"database": {"dsn": "x"}, "tables": [{"name": "t"}, {"name": "t"}]},
+            "listed twice",
+        ),
+        (
+            {
+                "database": {"dsn": "x"},
+                "tables": [{"name": "t", "key_columns": ["id"], "columns": ["v"]}],
+            },
+            "must include the key column 'id'",
+        ),
+    ],
+)
+def test_invalid_documents_name_the_file_and_key(document: object, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        parse_set_document(document, "sets/app.yml")
+    assert str(caught.value).startswith("sets/app.yml: ")
+
+
+def test_invalid_text_format_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "database { dsn: 3 ", name="bad.textproto")
+    with pytest.raises(ConfigurationError, match=r"bad\.textproto: invalid protobuf text format"):
+        load_set_configuration(path)
+
+
+def test_to_document_masks_the_password() -> None:
+    configuration = parse_set_document(
+        {"database": {"dsn": "host=h password=hunter2"}, "tables": [{"name": "t"}]}, "x"
+    )
+    document = to_document(configuration)
+    assert "hunter2" not in str(document)
+    assert document["tables"] == [{"name": "t", "schema": "public"}]
+    assert to_document(configuration, mask=False)["database"]["dsn"] == "host=h password=hunter2"
