@@ -7,6 +7,7 @@ root); otherwise as the current user. The binaries come from
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -165,8 +166,12 @@ def stop(pid: int, location: PostgresLocation, timeout: float) -> None:
 
 def purge(location: PostgresLocation, state_dir: Path) -> None:
     """Remove a data directory kept outside the state directory (inside goes with it)."""
-    if not location.root.is_relative_to(state_dir) and location.root.exists():
+    if location.root.is_relative_to(state_dir):
+        return
+    if location.root.exists():
         shutil.rmtree(location.root)
+    with contextlib.suppress(OSError):  # the shared parent goes once the last sandbox did
+        location.root.parent.rmdir()
 
 
 def _clear_stale_locks(location: PostgresLocation) -> None:

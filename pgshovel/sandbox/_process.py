@@ -104,6 +104,8 @@ def stop_process(pid: int, marker: str, first_signal: int, timeout: float) -> No
     log.info("stopping pid %d with %s", pid, signal.Signals(first_signal).name)
     _signal(pid, first_signal)
     if _wait_gone(pid, timeout):
+        # Give whoever reaps it (us or init) a moment, so the PID is really gone.
+        wait_exited(pid, 2.0)
         return
     log.warning("pid %d did not stop within %.0f s: killing it", pid, timeout)
     _signal(pid, signal.SIGKILL)

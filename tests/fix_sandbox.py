@@ -1,0 +1,213 @@
+"""pytest plugin: the sandbox services for integration tests (loaded with ``-p tests.fix_sandbox``).
+
+One sandbox serves the whole run. It starts the first time an integration test
+asks for it (a unit-only run starts nothing), in a temporary state directory,
+and is always stopped: by the session teardown (also after Ctrl-C), by an
+``atexit`` hook, and on SIGTERM. A run that passed deletes the directory; a
+failed run keeps it and says where, for the logs. When ``PGSHOVEL_TEST_SANDBOX``
+names the state directory of a running sandbox (``pgshovel-sandbox up``), that
+one is used and left running. Tests that use these fixtures must be marked
+``integration`` (``pytestmark = pytest.mark.integration``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import signal
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+import psycopg2
+import pytest
+from kazoo.client import KazooClient
+from psycopg2 import sql
+from psycopg2.extensions import make_dsn
+
+from pgshovel.sandbox import SandboxConnection, load, start, status, stop
+
+ENV_VAR = "PGSHOVEL_TEST_SANDBOX"
+SANDBOX_FIXTURES = frozenset(
+    {"sandbox", "make_database", "database", "cluster_name", "zookeeper", "topic", "kafka_config"}
+)
+
+
+class MakeDatabase(Protocol):
+    """The ``make_database`` fixture: create a fresh database, return its DSN."""
+
+    def __call__(self, name_hint: str = "db") -> str: ...
+
+
+class _RunSandbox:
+    """The run's one sandbox: started on first use, stopped exactly once."""
+
+    def __init__(self) -> None:
+        self.connection: SandboxConnection | None = None
+        self.state_dir: Path | None = None
+        self.owned = False
+        self.startup_seconds = 0.0
+        self.kept: Path | None = None
+
+    def get(self) -> SandboxConnection:
+        if self.connection is None:
+            external = os.environ.get(ENV_VAR)
+            self.connection = self._use(Path(external)) if external else self._start()
+        return self.connection
+
+    def _use(self, state_dir: Path) -> SandboxConnection:
+        down = [service.name for service in status(state_dir) if not service.running]
+        if down:
+            raise pytest.UsageError(
+                f"{ENV_VAR}={str(state_dir)!r} names a sandbox that is not running "
+                f"({', '.join(down)} down): run 'pgshovel-sandbox up --state-dir {state_dir}'"
+            )
+        return load(state_dir)
+
+    def _start(self) -> SandboxConnection:
+        self.state_dir = Path(tempfile.mkdtemp(prefix="pgshovel-test-sandbox-"))
+        # mkdtemp makes it private; PostgreSQL's server user must be able to enter it.
+        self.state_dir.chmod(0o755)
+        self.owned = True
+        atexit.register(self.shutdown)
+        _stop_on_sigterm(self)
+        began = time.monotonic()
+        connection = start(self.state_dir)
+        self.startup_seconds = time.monotonic() - began
+        return connection
+
+    def shutdown(self, keep: bool = True) -> None:
+        """Stop the sandbox if this run started it; delete its directory unless ``keep``."""
+        if not self.owned or self.state_dir is None:
+            return
+        self.owned = False
+        stop(self.state_dir, purge=not keep)
+        self.kept = self.state_dir if keep else None
+
+
+_RUN = _RunSandbox()
+
+
+def _stop_on_sigterm(run: _RunSandbox) -> None:
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+    except ValueError:
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        run.shutdown()
+        signal.signal(signal.SIGTERM, previous)
+        os.kill(os.getpid(), signum)
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: atexit and the session teardown remain
+        pass
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    used = SANDBOX_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if used and item.get_closest_marker("integration") is None:
+        pytest.fail(
+            f"{item.nodeid} uses sandbox fixtures {sorted(used)!r} but is not marked "
+            "integration: add 'pytestmark = pytest.mark.integration' to its module",
+            pytrace=False,
+        )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _RUN.connection is not None and _RUN.startup_seconds:
+        terminalreporter.write_line(f"sandbox started in {_RUN.startup_seconds:.1f} s")
+    if _RUN.kept is not None:
+        terminalreporter.write_line(f"sandbox stopped; its state and logs are kept in {_RUN.kept}")
+
+
+@pytest.fixture(scope="session")
+def sandbox(request: pytest.FixtureRequest) -> Iterator[SandboxConnection]:
+    """The run's sandbox (PostgreSQL with PgQ, ZooKeeper, Kafka 0.9)."""
+    yield _RUN.get()
+    _RUN.shutdown(keep=request.session.testsfailed > 0)
+
+
+@pytest.fixture(scope="session")
+def kafka_config(sandbox: SandboxConnection) -> dict[str, str]:
+    """confluent-kafka configuration for the sandbox broker."""
+    return sandbox.kafka_config()
+
+
+@pytest.fixture
+def make_database(sandbox: SandboxConnection) -> Iterator[MakeDatabase]:
+    """Create fresh databases on the sandbox PostgreSQL; all are dropped after the test."""
+    created: list[str] = []
+
+    def make(name_hint: str = "db") -> str:
+        name = unique_name(name_hint, separator="_", limit=63)
+        _administer(sandbox, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        created.append(name)
+        return make_dsn(sandbox.postgres_dsn, dbname=name)
+
+    yield make
+    for name in reversed(created):
+        _administer(
+            sandbox, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+@pytest.fixture
+def database(make_database: MakeDatabase) -> str:
+    """The DSN of a fresh database, dropped after the test."""
+    return make_database("db")
+
+
+@pytest.fixture
+def zookeeper(sandbox: SandboxConnection) -> Iterator[KazooClient]:
+    """A started kazoo client on the sandbox ZooKeeper, stopped after the test."""
+    client = KazooClient(hosts=sandbox.zookeeper_hosts, timeout=10.0)
+    client.start(timeout=15.0)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def cluster_name(sandbox: SandboxConnection) -> Iterator[str]:
+    """A unique pgshovel cluster name; its ZooKeeper tree is deleted after the test."""
+    name = unique_name("test", separator="_", limit=40)
+    yield name
+    client = KazooClient(hosts=sandbox.zookeeper_hosts, timeout=10.0)
+    client.start(timeout=15.0)
+    try:
+        client.delete(f"/{name}", recursive=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def topic(sandbox: SandboxConnection) -> str:
+    """A unique Kafka topic name (the broker creates topics on first use)."""
+    return unique_name("test", separator="-", limit=100)
+
+
+def unique_name(hint: str, separator: str, limit: int) -> str:
+    """``<hint><sep><random>`` in lowercase letters, digits and ``separator`` only."""
+    cleaned = re.sub(r"[^a-z0-9]+", separator, hint.lower()).strip(separator) or "t"
+    if not cleaned[0].isalpha():
+        cleaned = "t" + separator + cleaned
+    suffix = uuid.uuid4().hex[:12]
+    return f"{cleaned[: limit - len(suffix) - 1]}{separator}{suffix}"
+
+
+def _administer(sandbox: SandboxConnection, statement: sql.Composable) -> None:
+    connection = psycopg2.connect(sandbox.postgres_dsn)
+    try:
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+    finally:
+        connection.close()

@@ -1,0 +1,187 @@
+"""The sandbox's services really work: PgQ batches, ZooKeeper watches, keyed Kafka messages.
+
+Also drives a second sandbox through ``pgshovel-sandbox`` exactly as a user
+would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+from confluent_kafka import Consumer, Producer
+from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from pgshovel.sandbox import SandboxConnection, load, start, status, stop
+
+pytestmark = pytest.mark.integration
+
+SANDBOX_CLI = [sys.executable, "-m", "pgshovel.sandbox.cli"]
+
+
+def test_pgq_queue_delivers_an_event_in_a_batch(database: str) -> None:
+    connection = psycopg2.connect(database)
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pgq")
+            cursor.execute("SELECT pgq.create_queue('smoke')")
+            cursor.execute("SELECT pgq.register_consumer('smoke', 'reader')")
+            cursor.execute("SELECT pgq.insert_event('smoke', 'greeting', 'hello pgq')")
+            cursor.execute("SELECT pgq.force_tick('smoke')")
+            cursor.execute("SELECT pgq.ticker()")
+            cursor.execute("SELECT pgq.next_batch('smoke', 'reader')")
+            batch_id = cursor.fetchone()[0]
+            assert batch_id is not None, "the ticker made no batch out of a committed event"
+            cursor.execute("SELECT ev_type, ev_data FROM pgq.get_batch_events(%s)", (batch_id,))
+            assert cursor.fetchall() == [("greeting", "hello pgq")]
+            cursor.execute("SELECT pgq.finish_batch(%s)", (batch_id,))
+            assert cursor.fetchone() == (1,)
+    finally:
+        connection.close()
+
+
+def test_zookeeper_creates_reads_and_watches_a_node(
+    zookeeper: KazooClient, cluster_name: str
+) -> None:
+    path = f"/{cluster_name}/node"
+    zookeeper.create(path, b"first", makepath=True)
+    changed = threading.Event()
+    seen: list[WatchedEvent] = []
+
+    def watch(event: WatchedEvent) -> None:
+        seen.append(event)
+        changed.set()
+
+    data, _stat = zookeeper.get(path, watch=watch)
+    assert data == b"first"
+    zookeeper.set(path, b"second")
+    assert changed.wait(10.0), "the data watch did not fire after the node changed"
+    assert seen[0].type == EventType.CHANGED and seen[0].path == path
+    assert zookeeper.get(path)[0] == b"second"
+
+
+def test_kafka_round_trips_keyed_messages(kafka_config: dict[str, str], topic: str) -> None:
+    sent = [(f"key-{n}".encode(), f"value {n} \u2603".encode()) for n in range(5)]
+    sent.append((b"binary\x00key", bytes(range(256))))
+    failures: list[object] = []
+    producer = Producer(kafka_config)
+    for key, value in sent:
+        producer.produce(
+            topic, key=key, value=value, on_delivery=lambda e, _m: e and failures.append(e)
+        )
+    assert producer.flush(30.0) == 0 and failures == []
+
+    consumer = Consumer(
+        {**kafka_config, "group.id": f"{topic}-reader", "auto.offset.reset": "earliest"}
+    )
+    received: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30.0
+        while len(received) < len(sent) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                received.append((message.key(), message.value()))
+    finally:
+        consumer.close()
+    assert received == sent
+
+
+def test_sandbox_json_records_the_running_services(sandbox: SandboxConnection) -> None:
+    recorded = load(Path(sandbox.state_dir))
+    assert recorded == sandbox
+    assert all(service.running for service in status(Path(sandbox.state_dir)))
+    with psycopg2.connect(sandbox.source_dsn) as connection, connection.cursor() as cursor:
+        cursor.execute("SHOW max_prepared_transactions")
+        assert int(cursor.fetchone()[0]) > 0
+    connection.close()
+
+
+@pytest.mark.slow
+def test_cli_up_status_env_down(tmp_path: Path) -> None:
+    state_dir = tmp_path / "cli-sandbox"
+    try:
+        up = _cli("up", state_dir)
+        assert up.returncode == 0, up.stderr
+        pids = load(state_dir).pids
+        assert set(pids) == {"postgres", "zookeeper", "kafka"}
+
+        again = _cli("up", state_dir)
+        assert again.returncode == 0 and "already running" in again.stderr
+        assert load(state_dir).pids == pids
+
+        assert _cli("status", state_dir).returncode == 0
+        exports = _cli("env", state_dir)
+        assert exports.returncode == 0
+        for name in (
+            "PGSHOVEL_ZOOKEEPER_HOSTS",
+            "PGSHOVEL_SOURCE_DSN",
+            "PGSHOVEL_TARGET_DSN",
+            "PGSHOVEL_POSTGRES_DSN",
+            "PGSHOVEL_KAFKA_BOOTSTRAP_SERVERS",
+        ):
+            assert f"export {name}=" in exports.stdout
+        assert "export PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK=0.9.0.1\n" in exports.stdout
+        assert "export PGSHOVEL_KAFKA_API_VERSION_REQUEST=false\n" in exports.stdout
+
+        down = _cli("down", state_dir)
+        assert down.returncode == 0, down.stderr
+        assert [pid for pid in pids.values() if _exists(pid)] == []
+        assert _cli("down", state_dir).returncode == 0
+        after = _cli("status", state_dir)
+        assert after.returncode != 0 and "down" in after.stdout
+        assert _cli("env", state_dir).returncode != 0
+    finally:
+        _cli("down", state_dir, "--purge")
+    assert not state_dir.exists()
+
+
+@pytest.mark.slow
+def test_up_recovers_from_a_crashed_run(tmp_path: Path) -> None:
+    state_dir = tmp_path / "crashed-sandbox"
+    try:
+        crashed = start(state_dir)
+        for pid in crashed.pids.values():
+            os.kill(pid, signal.SIGKILL)
+
+        recovered = start(state_dir)
+        assert set(recovered.pids.values()).isdisjoint(crashed.pids.values())
+        assert all(service.running for service in status(state_dir))
+        assert recovered.postgres_data_dir == crashed.postgres_data_dir
+        with psycopg2.connect(recovered.source_dsn) as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT current_database()")
+            assert cursor.fetchone() == ("pgshovel_source",)
+        connection.close()
+        producer = Producer(recovered.kafka_config())
+        producer.produce("after-crash", value=b"still works")
+        assert producer.flush(30.0) == 0
+    finally:
+        stop(state_dir, purge=True)
+    assert not state_dir.exists()
+
+
+def _cli(command: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SANDBOX_CLI, command, "--state-dir", str(state_dir), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
