@@ -1,0 +1,189 @@
+"""pgshovel-admin against the sandbox: what each command (and its --dry-run) changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from psycopg2.extensions import make_dsn
+
+from pgshovel.cluster.versions import set_version
+from pgshovel.protocol import configuration_pb2
+from pgshovel.sandbox import SandboxConnection
+from tests.integration.admin._admin import (
+    admin,
+    execute,
+    failed,
+    ok,
+    prepared_transactions,
+    rows,
+    triggers,
+    write_set,
+)
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = """
+CREATE TABLE orders (id serial PRIMARY KEY, status text, note text);
+CREATE TABLE lines (order_id int, line int, qty int, PRIMARY KEY (order_id, line));
+CREATE TABLE log (message text);
+"""
+
+
+def _read_set(
+    zookeeper: KazooClient, cluster: str, name: str
+) -> configuration_pb2.ReplicationSetConfiguration:
+    data, _stat = zookeeper.get(f"/{cluster}/sets/{name}")
+    return configuration_pb2.ReplicationSetConfiguration.FromString(data)
+
+
+def _queues(dsn: str) -> list[str]:
+    if not rows(dsn, "SELECT 1 FROM pg_extension WHERE extname = 'pgq'"):
+        return []
+    return [row[0] for row in rows(dsn, "SELECT queue_name FROM pgq.queue")]
+
+
+def test_set_lifecycle_and_dry_runs(
+    sandbox: SandboxConnection,
+    database: str,
+    cluster_name: str,
+    zookeeper: KazooClient,
+    tmp_path: Path,
+) -> None:
+    execute(database, SCHEMA)
+    # The password must never be printed (the sandbox trusts local connections).
+    dsn = make_dsn(database, password="hunter2")
+    set_file = write_set(tmp_path, dsn, [{"name": "orders"}, {"name": "lines"}])
+    trigger = f"pgshovel_{cluster_name}_app"
+
+    assert "dry run" in ok(admin(sandbox, cluster_name, "cluster", "initialize", "--dry-run"))
+    assert zookeeper.exists(f"/{cluster_name}") is None
+    ok(admin(sandbox, cluster_name, "cluster", "initialize"))
+    assert "already initialized" in failed(admin(sandbox, cluster_name, "cluster", "initialize"))
+
+    plan = ok(admin(sandbox, cluster_name, "set", "create", "app", set_file, "--dry-run"))
+    assert (
+        f'CREATE TRIGGER "{trigger}" AFTER INSERT OR UPDATE OR DELETE ON "public"."orders"' in plan
+    )
+    assert f"create /{cluster_name}/sets/app" in plan
+    assert "hunter2" not in plan
+    assert zookeeper.exists(f"/{cluster_name}/sets/app") is None
+    assert triggers(database) == set() and _queues(database) == []
+
+    ok(admin(sandbox, cluster_name, "set", "create", "app", set_file))
+    stored = _read_set(zookeeper, cluster_name, "app")
+    assert [table.name for table in stored.tables] == ["orders", "lines"]
+    version = set_version(stored)
+    assert triggers(database) == {
+        ("public", table, name)
+        for table in ("orders", "lines")
+        for name in (trigger, trigger + "_truncate")
+    }
+    assert _queues(database) == [f"pgshovel.{cluster_name}.app"]
+    assert "already exists" in failed(
+        admin(sandbox, cluster_name, "set", "create", "app", set_file)
+    )
+
+    listing = ok(admin(sandbox, cluster_name, "set", "list"))
+    assert listing.startswith(f"app\t{version}\t2 table(s)")
+    inspected = ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
+    assert f"version: {version}" in inspected
+    assert "public.orders: installed" in inspected and "public.lines: installed" in inspected
+    assert "hunter2" not in listing + inspected
+    cluster_report = ok(admin(sandbox, cluster_name, "cluster", "inspect"))
+    assert f"app: version {version}" in cluster_report
+
+    # Update: lines leaves the set, orders captures two columns only.
+    update_file = write_set(
+        tmp_path, dsn, [{"name": "orders", "columns": ["id", "status"]}], name="update.yml"
+    )
+    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", update_file, "--dry-run"))
+    assert f'DROP TRIGGER IF EXISTS "{trigger}" ON "public"."lines"' in plan
+    assert set_version(_read_set(zookeeper, cluster_name, "app")) == version
+    assert ("public", "lines", trigger) in triggers(database)
+
+    ok(admin(sandbox, cluster_name, "set", "update", "app", update_file))
+    updated = _read_set(zookeeper, cluster_name, "app")
+    assert list(updated.tables[0].columns) == ["id", "status"]
+    assert {table for _schema, table, _name in triggers(database)} == {"orders"}
+    definition = rows(
+        database,
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s",
+        (trigger,),
+    )[0][0]
+    assert "UPDATE OF id, status" in definition and set_version(updated) in definition
+    inspected = ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
+    assert "public.orders: installed" in inspected and "lines" not in inspected
+
+    # An out-of-band trigger change shows in inspect.
+    execute(database, f'ALTER TABLE orders DISABLE TRIGGER "{trigger}"')
+    assert "public.orders: triggers disabled" in ok(
+        admin(sandbox, cluster_name, "set", "inspect", "app")
+    )
+
+    plan = ok(admin(sandbox, cluster_name, "set", "drop", "app", "--dry-run"))
+    assert "pgq.drop_queue" in plan and f"delete /{cluster_name}/sets/app" in plan
+    assert zookeeper.exists(f"/{cluster_name}/sets/app") is not None
+    ok(admin(sandbox, cluster_name, "set", "drop", "app"))
+    assert zookeeper.exists(f"/{cluster_name}/sets/app") is None
+    assert triggers(database) == set() and _queues(database) == []
+    assert ok(admin(sandbox, cluster_name, "set", "list")) == "\n"
+    assert "does not exist" in failed(admin(sandbox, cluster_name, "set", "inspect", "app"))
+    assert prepared_transactions(database) == []
+
+
+def test_invalid_requests_change_nothing(
+    sandbox: SandboxConnection,
+    database: str,
+    cluster_name: str,
+    zookeeper: KazooClient,
+    tmp_path: Path,
+) -> None:
+    execute(database, SCHEMA)
+    assert "not initialized" in failed(
+        admin(
+            sandbox,
+            cluster_name,
+            "set",
+            "create",
+            "app",
+            write_set(tmp_path, database, [{"name": "orders"}]),
+        )
+    )
+    ok(admin(sandbox, cluster_name, "cluster", "initialize"))
+
+    missing = write_set(tmp_path, database, [{"name": "orders"}, {"name": "nope"}], name="m.yml")
+    reason = failed(admin(sandbox, cluster_name, "set", "create", "app", missing))
+    assert "'public'.'nope' does not exist" in reason
+
+    unkeyed = write_set(tmp_path, database, [{"name": "log"}], name="u.yml")
+    reason = failed(admin(sandbox, cluster_name, "set", "create", "app", unkeyed))
+    assert "'public'.'log' has no primary key" in reason and "allow_unkeyed" in reason
+
+    bad_column = write_set(
+        tmp_path, database, [{"name": "orders", "columns": ["id", "x"]}], name="c.yml"
+    )
+    assert "no column 'x'" in failed(
+        admin(sandbox, cluster_name, "set", "create", "app", bad_column)
+    )
+
+    broken = tmp_path / "broken.yml"
+    broken.write_text("database: {dsn: x}\ntables: [{name: t, colums: [a]}]\n", encoding="utf-8")
+    reason = failed(admin(sandbox, cluster_name, "set", "create", "app", broken))
+    assert str(broken) in reason and "colums" in reason
+
+    assert "invalid set name" in failed(admin(sandbox, cluster_name, "set", "drop", "a/b"))
+    assert zookeeper.get_children(f"/{cluster_name}/sets") == []
+    assert triggers(database) == set()
+    assert rows(database, "SELECT 1 FROM pg_namespace WHERE nspname LIKE 'pgshovel%%'") == []
+
+    # allow_unkeyed: the table is captured with no key columns.
+    allowed = write_set(tmp_path, database, [{"name": "log"}], allow_unkeyed=True, name="a.yml")
+    ok(admin(sandbox, cluster_name, "set", "create", "app", allowed))
+    definition = rows(
+        database,
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s",
+        (f"pgshovel_{cluster_name}_app",),
+    )[0][0]
+    assert "'[]'" in definition
