@@ -1,0 +1,62 @@
+"""The test harness's own rules: integration tests must say so, unit runs start nothing."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fix_sandbox import unique_name
+
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+def run_pytest(test_file: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(PROJECT / "pyproject.toml"),
+            "--rootdir",
+            str(PROJECT),
+            "-p",
+            "no:cacheprovider",
+            str(test_file),
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_unmarked_test_using_a_sandbox_fixture_fails_without_starting_services(
+    tmp_path: Path,
+) -> None:
+    test_file = tmp_path / "test_unmarked.py"
+    test_file.write_text("def test_needs_a_database(database):\n    assert database\n")
+    result = run_pytest(test_file)
+    assert result.returncode == 1
+    assert "is not marked integration" in result.stdout
+    assert "sandbox started" not in result.stdout
+
+
+def test_a_run_without_integration_tests_starts_no_sandbox(tmp_path: Path) -> None:
+    test_file = tmp_path / "test_plain.py"
+    test_file.write_text("def test_arithmetic():\n    assert 1 + 1 == 2\n")
+    result = run_pytest(test_file)
+    assert result.returncode == 0, result.stdout
+    assert "sandbox started" not in result.stdout
+
+
+def test_unique_names_are_safe_identifiers() -> None:
+    database = unique_name("My Table/Ünïcode", separator="_", limit=63)
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", database) and len(database) <= 63
+    assert database.startswith("my_table_")
+    assert unique_name("9lives", "-", 100).startswith("t-9lives-")
+    assert unique_name("x" * 200, "_", 63) != unique_name("x" * 200, "_", 63)
+    assert len(unique_name("x" * 200, "_", 63)) == 63
