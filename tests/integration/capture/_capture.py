@@ -1,0 +1,71 @@
+"""Helpers for capture tests: install a set through the Python API and decode its queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg2
+from kazoo.client import KazooClient
+from psycopg2 import sql
+
+from pgshovel.admin import planning, twophase
+from pgshovel.cluster.sets import parse_set_document
+from pgshovel.protocol import stream_pb2
+from pgshovel.relay.events import EventDecoder, QueueEvent
+from tests.integration.admin._admin import context
+
+SET = "capture"
+
+
+def install(
+    zookeeper: KazooClient,
+    cluster: str,
+    dsn: str,
+    tables: Sequence[dict[str, Any]],
+    *,
+    allow_unkeyed: bool = False,
+) -> None:
+    """Initialize the cluster and create the set (as `pgshovel-admin` would)."""
+    document = {"database": {"dsn": dsn}, "allow_unkeyed": allow_unkeyed, "tables": list(tables)}
+    configuration = parse_set_document(document, "test")
+    with context(zookeeper, cluster) as ctx:
+        twophase.execute(planning.plan_cluster_initialize(ctx), ctx.connections, zookeeper)
+        plan = planning.plan_set_create(ctx, SET, configuration)
+        twophase.execute(plan, ctx.connections, zookeeper)
+
+
+def captured(dsn: str, cluster: str) -> list[stream_pb2.Mutation]:
+    """Every event in the set's queue, decoded, in event order."""
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = %s",
+                (f"pgshovel.{cluster}.{SET}",),
+            )
+            schema, table = cursor.fetchone()[0].split(".")  # type: ignore[index]
+            cursor.execute(
+                sql.SQL(
+                    "SELECT ev_id, (extract(epoch FROM ev_time) * 1000000)::int8, ev_txid, "
+                    "ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4 "
+                    "FROM {} ORDER BY ev_id"
+                ).format(sql.Identifier(schema, table))
+            )
+            events = [QueueEvent(*row) for row in cursor.fetchall()]
+        decoder = EventDecoder(conn)
+        return [decoder.decode(event) for event in events]
+    finally:
+        conn.close()
+
+
+def row(values: stream_pb2.Row) -> dict[str, stream_pb2.Value]:
+    return {column.name: column.value for column in values.columns}
+
+
+def ints(values: stream_pb2.Row) -> dict[str, int | None]:
+    """A row of integer (or null) columns as plain values."""
+    return {
+        column.name: None if column.value.HasField("null") else column.value.int64
+        for column in values.columns
+    }
