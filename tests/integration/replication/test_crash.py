@@ -1,0 +1,199 @@
+"""Crash safety: kill -9 the worker (the real CLI) during the snapshot and during streaming.
+
+After each kill a new worker resumes from the state stored in the target; in
+the end the target equals the source row for row, nothing applied twice or lost.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kazoo.client import KazooClient
+
+from pgshovel.replication import sessions
+from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.publisher import Publisher
+
+from ._recording import RecordingSource
+from ._support import dump, ensure_topic, execute, publish, set_configuration
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+TABLE = ("public", "wide")
+ROWS = 250_000
+
+
+def query_one(dsn: str, statement: str) -> Any:
+    connection = sessions.connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+            row = cursor.fetchone()
+        connection.rollback()
+        return None if row is None else row[0]
+    except Exception:
+        connection.rollback()
+        return None
+    finally:
+        connection.close()
+
+
+def wait_for(condition: Callable[[], bool], what: str, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class WorkerProcess:
+    """``pgshovel-replicate`` in its own process group (Spark's JVM and workers die with it)."""
+
+    def __init__(self, configuration: Path, cluster: str, zookeeper_hosts: str, log: Path) -> None:
+        self.log = log.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from pgshovel.replication.cli import main; main()",
+                "--cluster",
+                cluster,
+                "--zookeeper-hosts",
+                zookeeper_hosts,
+                str(configuration),
+                "set",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.log.close()
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=120)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of the group, if any
+        except ProcessLookupError:
+            pass
+        self.log.close()
+        return code
+
+
+def test_kill_during_snapshot_and_stream_then_restart_converges(
+    sandbox: SandboxConnection,
+    make_database: Any,
+    kafka_config: dict[str, str],
+    topic: str,
+    cluster_name: str,
+    zookeeper: KazooClient,
+    tmp_path: Path,
+) -> None:
+    source, target = make_database("source"), make_database("target")
+    execute(
+        source,
+        "CREATE TABLE wide (id bigint PRIMARY KEY, name text, amount numeric, at timestamptz);"
+        "INSERT INTO wide SELECT i, repeat('x', 40) || i, i / 7.0, now() "
+        f"FROM generate_series(1, {ROWS}) AS i",
+    )
+    configuration = set_configuration(source, [TABLE])
+    zookeeper.create(
+        f"/{cluster_name}/sets/set", configuration.SerializeToString(), makepath=True
+    )
+    ensure_topic(kafka_config, topic)
+    properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
+    replication_yml = tmp_path / "replication.yml"
+    replication_yml.write_text(
+        yaml.safe_dump(
+            {
+                "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": False}},
+                "loader": {
+                    "path": "pgshovel.replication.loaders:PostgresSnapshotLoader",
+                    "configuration": {"ranges_per_table": 16},
+                },
+                "stream": {
+                    "path": "pgshovel.replication.streams:KafkaStream",
+                    "configuration": {
+                        "bootstrap_servers": kafka_config["bootstrap.servers"],
+                        "topic": topic,
+                        "properties": properties,
+                        "max_batch_messages": 40,
+                    },
+                },
+                "target": {
+                    "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
+                    "configuration": {"dsn": target},
+                },
+            }
+        )
+    )
+
+    def start() -> WorkerProcess:
+        return WorkerProcess(
+            replication_yml, cluster_name, sandbox.zookeeper_hosts, tmp_path / "worker.log"
+        )
+
+    phase = "SELECT phase FROM pgshovel_replication.worker_state"
+    offset = "SELECT position_offset FROM pgshovel_replication.worker_state"
+    # 1. Killed while ranges are being committed.
+    worker = start()
+    wait_for(
+        lambda: query_one(target, phase) == "snapshot"
+        and query_one(target, "SELECT EXISTS (SELECT FROM wide)") is True,
+        "the first snapshot ranges",
+    )
+    worker.kill()
+    assert query_one(target, phase) == "snapshot"
+    partial = query_one(target, "SELECT count(*) FROM wide")
+    assert 0 < partial < ROWS, "the kill should have hit the middle of the load"
+
+    # 2. A new worker empties the tables and loads again; then the stream runs.
+    worker = start()
+    wait_for(lambda: query_one(target, phase) == "streaming", "the second snapshot")
+    assert query_one(target, "SELECT count(*) FROM wide") == ROWS
+    recorder = RecordingSource(source, [TABLE])
+    publisher = Publisher(epoch=1)
+    messages = []
+    for batch in range(150):
+        for step in range(10):
+            key = batch * 10 + step + 1
+            recorder.change(
+                TABLE,
+                "UPDATE wide SET id = id + 1000000, amount = amount * 2 WHERE id = %s",
+                (key,),
+                old_key=(str(key),),
+                new_key=(str(key + 1_000_000),),
+            )
+        recorder.change(
+            TABLE, "DELETE FROM wide WHERE id = %s", (ROWS - batch,), old_key=(str(ROWS - batch),)
+        )
+        messages += recorder.commit().frame(publisher)
+    recorder.close()
+    end = len(messages) - 1
+    publish(kafka_config, topic, messages)
+    wait_for(lambda: (query_one(target, offset) or -1) > end // 4, "a quarter of the stream")
+    worker.kill()
+    stopped_at = query_one(target, offset)
+    assert stopped_at < end, "the kill should have hit the middle of the stream"
+
+    # 3. A new worker resumes from the stored position and converges exactly.
+    worker = start()
+    wait_for(lambda: query_one(target, offset) == end, "the end of the stream")
+    assert worker.stop() == 0
+    assert dump(target, *TABLE) == dump(source, *TABLE)
+    log = (tmp_path / "worker.log").read_text()
+    assert "previous snapshot load did not finish" in log
+    assert "rows/s" in log
