@@ -1,0 +1,98 @@
+"""Read-only probes of the running pipeline: the topic's end, the worker's state, the relay's queue.
+
+* Topic end: the high watermark of partition 0 of the set's topic (``None``
+  while the relay has not created the topic).
+* Worker: its row in the target's ``pgshovel_replication.worker_state``; the
+  offset it reads next is one past the last applied message.
+* Queue: PgQ events not yet published, ticked (``pending_events``, a batch
+  in progress) or not (``ev_new``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import psycopg2
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from pgshovel.cluster.names import queue_name
+from pgshovel.relay.queue import CONSUMER
+
+_STATE = (
+    "SELECT phase, start_offset, position_offset FROM pgshovel_replication.worker_state"
+    " WHERE cluster = %s AND set_name = %s"
+)
+
+
+class PipelineProbe:
+    """Holds one Kafka consumer and two database connections; close it when done."""
+
+    def __init__(
+        self,
+        kafka_config: Mapping[str, str],
+        topic: str,
+        source_dsn: str,
+        target_dsn: str,
+        cluster: str,
+        set_name: str,
+    ) -> None:
+        self.topic = topic
+        self.cluster = cluster
+        self.set_name = set_name
+        self.queue = queue_name(cluster, set_name)
+        # log_level 0: a 0.9 broker answers metadata for a missing topic in a way
+        # librdkafka logs as a protocol error; the probe only needs the offsets.
+        self._consumer = Consumer(
+            {
+                **kafka_config,
+                "group.id": f"pgshovel-demo-probe-{topic}",
+                "enable.auto.commit": "false",
+                "log_level": 0,
+            }
+        )
+        self._source = psycopg2.connect(source_dsn, application_name="pgshovel-demo probe")
+        self._target = psycopg2.connect(target_dsn, application_name="pgshovel-demo probe")
+        self._source.autocommit = self._target.autocommit = True
+
+    def topic_end(self) -> int | None:
+        try:
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, 0), timeout=5.0, cached=False
+            )
+        except KafkaException:
+            return None
+        return int(high) if high >= 0 else None
+
+    def worker(self) -> tuple[str | None, int | None]:
+        """``(phase, next offset)``; ``(None, None)`` before the worker wrote its state."""
+        with self._target.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
+            row = cursor.fetchone()
+            if row is None or not row[0]:
+                return None, None
+            cursor.execute(_STATE, (self.cluster, self.set_name))
+            state = cursor.fetchone()
+        if state is None:
+            return None, None
+        phase, start_offset, position_offset = state
+        if phase != "streaming":
+            return phase, None
+        return phase, start_offset if position_offset is None else position_offset + 1
+
+    def queue_pending(self) -> int:
+        """Events in the set's queue the relay has not finished (ticked or not)."""
+        with self._source.cursor() as cursor:
+            cursor.execute(
+                "SELECT coalesce(sum(c.pending_events), 0)"
+                " + count(c.current_batch) + max(q.ev_new)"
+                " FROM pgq.get_queue_info(%s) q"
+                " LEFT JOIN pgq.get_consumer_info(%s, %s) c ON true",
+                (self.queue, self.queue, CONSUMER),
+            )
+            row = cursor.fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._source.close()
+        self._target.close()
