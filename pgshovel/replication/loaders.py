@@ -18,7 +18,7 @@ from typing import IO, Any
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
-from pgshovel.errors import ReplicationError
+from pgshovel.errors import ConfigurationError, ReplicationError
 from pgshovel.replication import sessions
 from pgshovel.replication.abc import SnapshotSink, TableLoadReport
 from pgshovel.replication.model import KeyRange, TableShape
@@ -109,11 +109,11 @@ class PostgresSnapshotLoader:
 
     def __init__(self, ranges_per_table: int = 8, progress_interval: float = 10.0) -> None:
         if not isinstance(ranges_per_table, int) or ranges_per_table < 1:
-            raise ReplicationError(
+            raise ConfigurationError(
                 f"loader: ranges_per_table must be a positive integer, got {ranges_per_table!r}"
             )
         if not isinstance(progress_interval, (int, float)) or progress_interval <= 0:
-            raise ReplicationError(
+            raise ConfigurationError(
                 f"loader: progress_interval must be positive seconds, got {progress_interval!r}"
             )
         self.ranges_per_table = ranges_per_table

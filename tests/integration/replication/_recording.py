@@ -2,8 +2,9 @@
 
 Each change is executed on the source database and read back as text (old row
 before, new row after), turned into protocol values with the codec, and framed
-by a ``Publisher`` (``RecordedBatch.frame``) as the relay would: Begin (with the transaction snapshot
-taken before it as the start tick), the mutations, Commit.
+by a ``Publisher`` (``RecordedBatch.frame``) as the relay would: Begin (with
+the transaction snapshot taken before it as the start tick), the mutations,
+Commit.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ INSERT INTO {table} SELECT
     i * 1.25, i::numeric / 3, 'row ' || i, left('v' || i, 10), 'c' || (i %% 10),
     decode(lpad(to_hex(i), 8, '0'), 'hex'), date '2000-01-01' + i,
     timestamp '2020-01-01 00:00:00.123456' + i * interval '1 minute',
-    timestamptz '2020-01-01 00:00:00+02' + i * interval '1 second', time '10:00' + i * interval '1 second',
+    timestamptz '2020-01-01 00:00:00+02' + i * interval '1 second',
+    time '10:00' + i * interval '1 second',
     timetz '10:00+05:30', i * interval '1 hour 3 minutes', md5(i::text)::uuid,
     json_build_object('i', i), jsonb_build_object('i', i, 'a', array[i, i]), array[i, NULL, i + 1],
     array['a' || i, NULL, 'b"c'], ('10.0.' || (i %% 256) || '.1')::inet
@@ -53,7 +54,8 @@ INSERT INTO {table} VALUES
      NULL, NULL, '\x', '-infinity', 'infinity', '-infinity', '24:00', '00:00-14', '-1 mons +2 days',
      NULL, '{{"a": [1, 2.50]}}', '{{}}', '{{}}', '{{"x y",NULL,"\\\\"}}', '::1'),
     (-2, 'ünïcødé ✓', true, -32768, -9223372036854775808, '-0', '1e-300', -123456789012345.12345,
-     '1e100', '', '', '', '\x00ff', '0044-03-15 BC', '0001-01-01 00:00:00 BC', '1999-12-31 23:59:59.999999+00',
+     '1e100', '', '', '', '\x00ff', '0044-03-15 BC', '0001-01-01 00:00:00 BC',
+     '1999-12-31 23:59:59.999999+00',
      '00:00', '23:59:59.999999+14', '178000000 years', '00000000-0000-0000-0000-000000000000',
      'null', 'null', '{{{{1,2}},{{3,4}}}}', '{{}}', '2001:db8::/32')
 """
@@ -119,7 +121,9 @@ def ensure_topic(kafka_config: Mapping[str, str], topic: str) -> None:
 def publish(
     kafka_config: Mapping[str, str], topic: str, messages: Sequence[stream_pb2.Message]
 ) -> None:
-    producer = Producer({**kafka_config, "acks": "all", "max.in.flight.requests.per.connection": "1"})
+    producer = Producer(
+        {**kafka_config, "acks": "all", "max.in.flight.requests.per.connection": "1"}
+    )
     for message in messages:
         producer.produce(topic, message.SerializeToString())
     assert producer.flush(30) == 0

@@ -110,9 +110,7 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
         f"FROM generate_series(1, {ROWS}) AS i",
     )
     configuration = set_configuration(source, [TABLE])
-    zookeeper.create(
-        f"/{cluster_name}/sets/set", configuration.SerializeToString(), makepath=True
-    )
+    zookeeper.create(f"/{cluster_name}/sets/set", configuration.SerializeToString(), makepath=True)
     ensure_topic(kafka_config, topic)
     properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
     replication_yml = tmp_path / "replication.yml"
@@ -151,8 +149,10 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
     # 1. Killed while ranges are being committed.
     worker = start()
     wait_for(
-        lambda: query_one(target, phase) == "snapshot"
-        and query_one(target, "SELECT EXISTS (SELECT FROM wide)") is True,
+        lambda: (
+            query_one(target, phase) == "snapshot"
+            and query_one(target, "SELECT EXISTS (SELECT FROM wide)") is True
+        ),
         "the first snapshot ranges",
     )
     worker.kill()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from psycopg2 import sql
 
 from pgshovel.replication.worker import Worker
 
@@ -16,7 +14,6 @@ from ._support import (
     create_type_matrix,
     dump,
     ensure_topic,
-    execute,
     worker_configuration,
 )
 

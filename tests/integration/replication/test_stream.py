@@ -14,7 +14,7 @@ from pgshovel.replication import sessions
 from pgshovel.replication.worker import Worker
 from pgshovel.stream.publisher import Publisher
 
-from ._recording import NODE, RecordingSource
+from ._recording import RecordingSource
 from ._support import (
     ODD_SCHEMA,
     ODD_TABLE,
@@ -65,7 +65,8 @@ def items_insert(source: RecordingSource, item: int, sub: str, payload: str) -> 
 def items_update(source: RecordingSource, old: tuple[int, str], new: tuple[int, str]) -> None:
     source.change(
         ITEMS,
-        'UPDATE "Items" SET "Id" = %s, sub = %s, payload = payload || \'+\' WHERE ("Id", sub) = (%s, %s)',
+        'UPDATE "Items" SET "Id" = %s, sub = %s, payload = payload || \'+\' '
+        'WHERE ("Id", sub) = (%s, %s)',
         (*new, *old),
         old_key=(str(old[0]), old[1]),
         new_key=(str(new[0]), new[1]),
@@ -89,9 +90,9 @@ def test_published_stream_converges_target_to_source(
     execute(source, ITEMS_DDL)
     configuration = set_configuration(source, [ITEMS, MATRIX])
     ensure_topic(kafka_config, topic)
-    Worker("test", "set", configuration, worker_configuration(target, kafka_config, topic), spark).run(
-        lambda: True
-    )
+    Worker(
+        "test", "set", configuration, worker_configuration(target, kafka_config, topic), spark
+    ).run(lambda: True)
     assert dump(target, *ITEMS) == dump(source, *ITEMS)
 
     publisher = Publisher(epoch=1)
@@ -133,7 +134,7 @@ def test_published_stream_converges_target_to_source(
         MATRIX,
         sql.SQL(
             "UPDATE {} SET c_float8 = 'Infinity', c_ts = 'infinity', c_text = E'x\\ny', "
-            "c_numeric_free = 'NaN' WHERE \"Key A\" = 1 AND \"kéy \"\"b\"\"\" = 'k1'"
+            'c_numeric_free = \'NaN\' WHERE "Key A" = 1 AND "kéy ""b""" = \'k1\''
         ).format(sql.Identifier(*MATRIX)),
         old_key=("1", "k1"),
         new_key=("1", "k1"),
@@ -152,7 +153,9 @@ def test_published_stream_converges_target_to_source(
     publish(kafka_config, topic, messages)
 
     end = len(messages) - 1
-    worker = Worker("test", "set", configuration, worker_configuration(target, kafka_config, topic), spark)
+    worker = Worker(
+        "test", "set", configuration, worker_configuration(target, kafka_config, topic), spark
+    )
     worker.run(until_offset(target, end))
 
     assert stored_offset(target) == end

@@ -1,0 +1,89 @@
+"""replication.yml validation: unknown keys, bad paths and bad values name the file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgshovel.errors import ConfigurationError
+from pgshovel.replication.config import load_configuration
+from pgshovel.replication.loaders import PostgresSnapshotLoader
+from pgshovel.replication.streams import KafkaStream
+from pgshovel.replication.targets.postgresql import PostgresTarget
+
+VALID = """
+spark:
+  master: local[2]
+  conf: {spark.ui.enabled: false, spark.sql.shuffle.partitions: 4}
+loader:
+  path: pgshovel.replication.loaders:PostgresSnapshotLoader
+  configuration: {ranges_per_table: 3}
+stream:
+  path: pgshovel.replication.streams:KafkaStream
+  configuration:
+    bootstrap_servers: ${TEST_KAFKA:-127.0.0.1:9092}
+    properties: {api.version.request: false}
+target:
+  path: pgshovel.replication.targets.postgresql:PostgresTarget
+  configuration: {dsn: "dbname=target password=secret"}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "replication.yml"
+    path.write_text(text)
+    return path
+
+
+def test_valid_file_builds_every_component(tmp_path: Path) -> None:
+    configuration = load_configuration(write(tmp_path, VALID))
+    assert configuration.spark.master == "local[2]"
+    assert configuration.spark.conf == {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+    }
+    assert isinstance(configuration.loader, PostgresSnapshotLoader)
+    assert configuration.loader.ranges_per_table == 3
+    assert isinstance(configuration.stream, KafkaStream)
+    assert configuration.stream.bootstrap_servers == "127.0.0.1:9092"
+    assert configuration.stream.topic is None
+    assert isinstance(configuration.target, PostgresTarget)
+    assert "secret" not in repr(configuration.target)
+
+
+def test_spark_defaults_to_local(tmp_path: Path) -> None:
+    text = VALID.split("loader:")[1]
+    assert load_configuration(write(tmp_path, "loader:" + text)).spark.master == "local[*]"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("spark:", "sparks:"), r"unknown key 'sparks'"),
+        (("master: local[2]", "master: local[2]\n  mastr: x"), r"spark: unknown key 'mastr'"),
+        (("ranges_per_table: 3", "ranges_per_tabel: 3"), r"loader.configuration: unknown key"),
+        (("ranges_per_table: 3", "ranges_per_table: 0"), r"ranges_per_table must be a positive"),
+        (("loaders:PostgresSnapshotLoader", "loaders:Nope"), r"loader.path: module .* has no"),
+        (
+            (
+                "path: pgshovel.replication.loaders:PostgresSnapshotLoader\n"
+                "  configuration: {ranges_per_table: 3}",
+                "path: pgshovel.replication.config:SparkSettings",
+            ),
+            r"loader.path: .* is not a Loader",
+        ),
+        (("target:\n", "targets:\n"), r"unknown key 'targets'"),
+    ],
+)
+def test_errors_name_file_and_key(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    path = write(tmp_path, VALID.replace(*change, 1))
+    with pytest.raises(ConfigurationError, match=message) as raised:
+        load_configuration(path)
+    assert str(path) in str(raised.value)
+
+
+def test_missing_section_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID.split("target:")[0])
+    with pytest.raises(ConfigurationError, match="missing section 'target'"):
+        load_configuration(path)
