@@ -103,7 +103,7 @@ def histories(draw: st.DrawFn) -> tuple[dict[str, str], list[Change], dict[str, 
         if kind is T:
             model.clear()
             changes.append(Change(T))
-        elif kind is I:
+        elif kind is INS:
             key = draw(keys.filter(lambda k: k not in model)) if len(model) < 5 else None
             if key is None:
                 continue
