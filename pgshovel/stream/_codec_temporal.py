@@ -43,6 +43,11 @@ _DATE_RE = re.compile(r"([0-9]{4,})-([0-9]{2})-([0-9]{2})( BC)?")
 _TIME_RE = re.compile(_CLOCK + _OFFSET)
 _INTERVAL_CLOCK_RE = re.compile(r"([+-]?)([0-9]+):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?")
 _INTERVAL_NUMBER_RE = re.compile(r"[+-]?[0-9]+")
+# PostgreSQL prints the smallest time part, -2^63 microseconds, as
+# '-2562047788:00:54.775808' but cannot read that back (its clock parser
+# overflows); it reads this spelling of the same amount.
+_MIN_MICROS = -(2**63)
+_MIN_MICROS_TEXT = "-2562047788 hours -54.775808 secs"
 _INTERVAL_UNITS = {
     "year": 0,
     "years": 0,
@@ -230,6 +235,14 @@ def _check_range(value: int, bounds: tuple[int, int], what: str) -> int:
 
 def parse_interval(text: str) -> tuple[int, int, int]:
     """``(months, days, micros)`` of an interval in the 'postgres' IntervalStyle."""
+    if text.endswith(_MIN_MICROS_TEXT):
+        head = text[: -len(_MIN_MICROS_TEXT)]
+        if head and not head.endswith(" "):
+            raise ValueError("expected '[N years] [N mons] [N days] [[+-]HH:MM:SS[.ffffff]]'")
+        months, days, micros = parse_interval(head[:-1]) if head else (0, 0, 0)
+        if micros:
+            raise ValueError("an interval has one time part")
+        return months, days, _MIN_MICROS
     fields = [0, 0, 0]
     seen = [False, False, False]
     words = text.split(" ")
@@ -272,7 +285,11 @@ def _truncated_division(value: int, divisor: int) -> int:
 
 
 def format_interval(months: int, days: int, micros: int) -> str:
-    """PostgreSQL's 'postgres' IntervalStyle text of an interval."""
+    """PostgreSQL's 'postgres' IntervalStyle text of an interval.
+
+    The one exception is a time part of exactly -2^63 microseconds, printed in
+    the unit form PostgreSQL can read back.
+    """
     _check_range(months, _INT32, "months")
     _check_range(days, _INT32, "days")
     _check_range(micros, _INT64, "microseconds")
@@ -285,7 +302,9 @@ def format_interval(months: int, days: int, micros: int) -> str:
             plural = "" if value == 1 else "s"
             parts.append(f"{plus}{value} {unit}{plural}")
             after_negative = value < 0
-    if micros or not parts:
+    if micros == _MIN_MICROS:
+        parts.append(_MIN_MICROS_TEXT)
+    elif micros or not parts:
         sign = "-" if micros < 0 else ("+" if after_negative else "")
         seconds, fraction = divmod(abs(micros), USECS_PER_SECOND)
         minutes, second = divmod(seconds, 60)

@@ -24,6 +24,7 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.stream import _codec_scalar as scalar
 from pgshovel.stream import _codec_temporal as temporal
 from pgshovel.stream._codec_array import format_array, parse_array
+from pgshovel.stream._codec_float import format_float, parse_float
 from pgshovel.stream._codec_python import IntervalParts, to_python
 
 __all__ = ["IntervalParts", "known_types", "to_python", "to_text", "to_value"]
@@ -138,8 +139,8 @@ def _build_decoders() -> dict[str, Decoder]:
     }
     decoders.update(
         {
-            "float4": lambda text: Value(double=scalar.parse_float(text)),
-            "float8": lambda text: Value(double=scalar.parse_float(text)),
+            "float4": lambda text: Value(double=parse_float(text)),
+            "float8": lambda text: Value(double=parse_float(text)),
             "numeric": lambda text: Value(decimal=scalar.check_decimal(text)),
             "bool": lambda text: Value(bool=scalar.parse_bool(text)),
             "bytea": lambda text: Value(bytes=scalar.parse_bytea(text)),
@@ -228,7 +229,7 @@ def _encode_interval(value: stream_pb2.Value) -> str:
 _ENCODERS: dict[str, Encoder] = {
     "bool": lambda value: scalar.format_bool(value.bool),
     "int64": lambda value: str(value.int64),
-    "double": lambda value: scalar.format_float(value.double),
+    "double": lambda value: format_float(value.double),
     "string": lambda value: value.string,
     "bytes": lambda value: scalar.format_bytea(value.bytes),
     "decimal": lambda value: scalar.check_decimal(value.decimal),

@@ -42,6 +42,9 @@ SCALARS = [
     ("float8", "5e-324", Value(double=5e-324)),
     ("float8", "1.7976931348623157e+308", Value(double=1.7976931348623157e308)),
     ("float8", "2.2250738585072014e-308", Value(double=2.2250738585072014e-308)),
+    # Halfway to a neighbour: Python's repr says 1e+23, PostgreSQL never does.
+    ("float8", "9.999999999999999e+22", Value(double=1e23)),
+    ("float8", "4.3555874920897984e+16", Value(double=43555874920897984.0)),
     ("float8", "Infinity", Value(double=math.inf)),
     ("float8", "-Infinity", Value(double=-math.inf)),
     ("float8", "0", Value(double=0.0)),
