@@ -47,7 +47,7 @@ def _digits(text: str) -> tuple[str, int]:
 
 @functools.cache
 def _power_of_five(exponent: int) -> int:
-    return 5**exponent
+    return int(5**exponent)  # int ** int is typed Any (a negative power is a float)
 
 
 def _halfway(magnitude: float, digits: str, point: int) -> bool:
