@@ -10,11 +10,9 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from pgshovel.errors import ComponentError
-
-T = TypeVar("T")
 
 
 def load_class(path: str, where: str) -> type[Any]:
@@ -25,17 +23,21 @@ def load_class(path: str, where: str) -> type[Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ComponentError(f"{where}.path: cannot import module {module_name!r}: {error}") from error
+        raise ComponentError(
+            f"{where}.path: cannot import module {module_name!r}: {error}"
+        ) from error
     try:
         loaded = getattr(module, attribute)
     except AttributeError as error:
-        raise ComponentError(f"{where}.path: module {module_name!r} has no {attribute!r}") from error
+        raise ComponentError(
+            f"{where}.path: module {module_name!r} has no {attribute!r}"
+        ) from error
     if not inspect.isclass(loaded):
         raise ComponentError(f"{where}.path: {path!r} is not a class")
     return loaded
 
 
-def build(section: Any, where: str, expected: type[T]) -> T:
+def build(section: Any, where: str, expected: type[Any]) -> Any:
     """Build a component from a ``{path, configuration}`` mapping and check its contract."""
     if not isinstance(section, Mapping):
         raise ComponentError(f"{where}: expected a mapping with 'path' and 'configuration'")
@@ -67,7 +69,5 @@ def build(section: Any, where: str, expected: type[T]) -> T:
         raise ComponentError(f"{where}.configuration: {error}") from error
     instance = cls(**configuration)
     if not isinstance(instance, expected):
-        raise ComponentError(
-            f"{where}.path: {section['path']!r} is not a {expected.__name__}"
-        )
+        raise ComponentError(f"{where}.path: {section['path']!r} is not a {expected.__name__}")
     return instance

@@ -66,7 +66,9 @@ class Leadership:
             stat = self.zookeeper.set(self.path, self.identifier.encode())
         except NoNodeError as error:
             self.release()
-            raise RelayError(f"relay node {self.path!r} disappeared; was the set dropped?") from error
+            raise RelayError(
+                f"relay node {self.path!r} disappeared; was the set dropped?"
+            ) from error
         epoch = int(stat.version)
         log.info("leading %s with epoch %d", self.path, epoch)
         return epoch
@@ -77,5 +79,5 @@ class Leadership:
             return
         try:
             lock.release()
-        except Exception as error:  # noqa: BLE001 - the session may be gone; the lock then is too
+        except Exception as error:
             log.debug("releasing the relay lock failed: %s", error)

@@ -29,9 +29,7 @@ log = logging.getLogger(__name__)
 _LEGACY_FLAGS = {"false", "0", "no", "off"}
 
 
-def producer_settings(
-    bootstrap_servers: str, properties: Mapping[str, Any]
-) -> dict[str, str]:
+def producer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
     """The librdkafka configuration for an ordered, durable producer."""
     settings: dict[str, str] = {
         "bootstrap.servers": bootstrap_servers,
@@ -46,8 +44,10 @@ def producer_settings(
         "message.timeout.ms": "0",
         "socket.keepalive.enable": "true",
     }
-    user = {str(key): str(value).lower() if isinstance(value, bool) else str(value)
-            for key, value in properties.items()}
+    user = {
+        str(key): str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in properties.items()
+    }
     legacy = user.get("api.version.request", "true").lower() in _LEGACY_FLAGS
     if legacy:
         settings["max.in.flight.requests.per.connection"] = "1"

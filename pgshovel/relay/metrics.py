@@ -53,7 +53,7 @@ class MetricsServer:
         registry = metrics
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            def do_GET(self) -> None:
                 if self.path.rstrip("/") not in ("", "/metrics"):
                     self.send_error(404)
                     return
@@ -64,7 +64,7 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 log.debug(format, *args)
 
         self._server = ThreadingHTTPServer((host, port), Handler)

@@ -91,9 +91,7 @@ class PgqQueue:
     def check(self) -> None:
         """Fail clearly when the queue or the consumer registration is missing."""
         with self._ticker_connection().cursor() as cursor:
-            cursor.execute(
-                "SELECT 1 FROM pgq.get_consumer_info(%s, %s)", (self.queue, CONSUMER)
-            )
+            cursor.execute("SELECT 1 FROM pgq.get_consumer_info(%s, %s)", (self.queue, CONSUMER))
             if cursor.fetchone() is None:
                 raise DatabaseError(
                     f"queue {self.queue!r} has no consumer {CONSUMER!r}; "
@@ -124,8 +122,7 @@ class PgqQueue:
         try:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT batch_id, prev_tick_id, cur_tick_id"
-                    " FROM pgq.next_batch_info(%s, %s)",
+                    "SELECT batch_id, prev_tick_id, cur_tick_id FROM pgq.next_batch_info(%s, %s)",
                     (self.queue, CONSUMER),
                 )
                 row = cursor.fetchone()
@@ -154,7 +151,7 @@ class PgqQueue:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pgq.batch_event_sql(%s)", (batch.id,))
             row = cursor.fetchone()
-            assert row is not None  # noqa: S101 - batch_event_sql always returns a row
+            assert row is not None
             batch_sql = row[0]
         query = sql.SQL(
             "SELECT ev_id, (extract(epoch FROM ev_time) * 1000000)::int8, ev_txid, ev_type,"
@@ -178,7 +175,9 @@ class PgqQueue:
             connection.commit()
         except psycopg2.Error as error:
             connection.rollback()
-            raise DatabaseError(f"cannot finish batch {batch.id} of {self.queue!r}: {error}") from error
+            raise DatabaseError(
+                f"cannot finish batch {batch.id} of {self.queue!r}: {error}"
+            ) from error
 
     def abandon(self) -> None:
         """Roll back whatever the batch connection holds; the batch stays unfinished."""

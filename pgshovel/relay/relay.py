@@ -90,7 +90,9 @@ class BatchPublisher:
         publisher = self.publisher
         messages = [
             publisher.begin(
-                identifier, _tick_message(batch.start), _tick_message(batch.end),
+                identifier,
+                _tick_message(batch.start),
+                _tick_message(batch.end),
                 self.state.version,
             )
         ]

@@ -22,8 +22,10 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from pgshovel import components
 from pgshovel.abc import StreamWriter
+from pgshovel.admin.database import read_node_id
 from pgshovel.cluster import names
-from pgshovel.cluster.sets import read_set, set_version
+from pgshovel.cluster.sets import read_set
+from pgshovel.cluster.versions import set_version
 from pgshovel.errors import ConfigurationError, PgshovelError, RelayError
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
@@ -32,7 +34,6 @@ from pgshovel.relay.events import EventDecoder, QueueEvent
 from pgshovel.relay.metrics import MetricsServer, RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead, new_identifier
-from pgshovel.admin.database import read_node_id
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Relay:
     # -- the process ---------------------------------------------------------
 
     def run(self) -> None:
-        writer = components.build(self.configuration.writer, "writer", StreamWriter)
+        writer: StreamWriter = components.build(self.configuration.writer, "writer", StreamWriter)
         bind = getattr(writer, "bind", None)
         if callable(bind):
             bind(f"{self.cluster}.{self.set_name}")

@@ -68,5 +68,5 @@ def test_missing_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "relay.yml"
     path.write_text("writer: [unclosed\n")
-    with pytest.raises(ConfigurationError, match="relay.yml: invalid YAML"):
+    with pytest.raises(ConfigurationError, match=r"relay\.yml: invalid YAML"):
         config.load(path)

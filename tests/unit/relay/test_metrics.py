@@ -15,7 +15,7 @@ def test_render_and_serve() -> None:
     server = MetricsServer(metrics, "127.0.0.1", 0)
     try:
         url = f"http://127.0.0.1:{server.port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=5) as response:
             body = response.read().decode()
         assert "pgshovel_relay_batches_total 3" in body
         assert "pgshovel_relay_lag_seconds 0.25" in body
