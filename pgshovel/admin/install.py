@@ -118,8 +118,10 @@ def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composa
 
 
 def create_queue(cluster: str, set_name: str) -> sql.Composable:
-    return sql.SQL("SELECT pgq.create_queue({})").format(
-        sql.Literal(names.queue_name(cluster, set_name))
+    """Create the set's queue and register the relay's consumer (both idempotent)."""
+    queue = sql.Literal(names.queue_name(cluster, set_name))
+    return sql.SQL("SELECT pgq.create_queue({}), pgq.register_consumer({}, {})").format(
+        queue, queue, sql.Literal(names.CONSUMER)
     )
 
 

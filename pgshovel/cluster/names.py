@@ -80,6 +80,11 @@ def queue_name(cluster: str, set_name: str) -> str:
     return f"pgshovel.{validate_cluster_name(cluster)}.{validate_set_name(set_name)}"
 
 
+#: The PgQ consumer the relay reads a set's queue as; registered when the set is
+#: created, so no event is lost before the first relay starts.
+CONSUMER = "pgshovel"
+
+
 def prepared_transaction_prefix(cluster: str) -> str:
     """The prefix of every two-phase transaction id pgshovel-admin prepares."""
     return f"pgshovel_{validate_cluster_name(cluster)}_"

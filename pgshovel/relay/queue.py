@@ -23,11 +23,12 @@ import psycopg2
 import psycopg2.extensions
 from psycopg2 import sql
 
+from pgshovel.cluster import names
 from pgshovel.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
-CONSUMER = "pgshovel"
+CONSUMER = names.CONSUMER
 
 EventRow = tuple[int, int, int, str, str, Any, Any, Any, Any]
 """ev_id, ev_time (micros since epoch), ev_txid, ev_type, ev_data, ev_extra1..4."""
