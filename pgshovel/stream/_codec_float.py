@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-from fractions import Fraction
 
 _FLOAT_RE = re.compile(
     r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Infinity|NaN"
@@ -57,18 +56,21 @@ def _halfway(magnitude: float, digits: str, point: int) -> bool:
     if scale >= 0:
         if magnitude < _EXACT_INTEGERS:
             return False  # an integer is never halfway between doubles this close
-        candidate = Fraction(number * 10**scale)
+        numerator, denominator = number * int(10**scale), 1
     elif number % _power_of_five(-scale):
         return False  # not a binary fraction, so not halfway between two doubles
     else:
-        candidate = Fraction(number, 10**-scale)
-    exact = Fraction(magnitude)
-    if candidate == exact:
+        numerator, denominator = number, int(10**-scale)
+    # Exact rational comparisons in integers: value = p / q, neighbour = p2 / q2.
+    p, q = magnitude.as_integer_ratio()
+    if numerator * q == p * denominator:
         return False
-    neighbour = math.nextafter(magnitude, math.inf if candidate > exact else 0.0)
+    above = numerator * q > p * denominator
+    neighbour = math.nextafter(magnitude, math.inf if above else 0.0)
     if math.isinf(neighbour):
         return False
-    return candidate * 2 == exact + Fraction(neighbour)
+    p2, q2 = neighbour.as_integer_ratio()
+    return 2 * numerator * q * q2 == (p * q2 + p2 * q) * denominator
 
 
 def _layout(digits: str, point: int) -> str:

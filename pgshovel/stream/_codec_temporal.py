@@ -13,6 +13,7 @@ the public codec adds the type name.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from pgshovel.stream._codec_calendar import civil_from_days, days_from_civil, days_in_month
@@ -72,6 +73,8 @@ def _format_fraction(micros: int) -> str:
     return f".{micros:06d}".rstrip("0")
 
 
+# Rows of one stream cluster around a few days: remember the calendar work.
+@functools.lru_cache(maxsize=4096)
 def _civil_days(year_text: str, month_text: str, day_text: str, bc: bool) -> int:
     """Days since 1970-01-01 of a printed date, checking that the date exists."""
     year, month, day = int(year_text), int(month_text), int(day_text)
@@ -151,6 +154,15 @@ def check_timestamp(micros: int) -> None:
         raise ValueError("timestamp outside PostgreSQL's range 4714-11-24 BC to 294276 AD")
 
 
+@functools.lru_cache(maxsize=4096)
+def _format_day(days: int) -> tuple[str, str]:
+    """``(YYYY-MM-DD, era suffix)`` of a day: the suffix is ``' BC'`` or empty."""
+    year, month, day = civil_from_days(days)
+    if year <= 0:
+        return f"{1 - year:04d}-{month:02d}-{day:02d}", " BC"
+    return f"{year:04d}-{month:02d}-{day:02d}", ""
+
+
 def format_timestamp(micros: int, with_zone: bool, infinity: int) -> str:
     """PostgreSQL's text of a timestamp; with_zone prints it in UTC with ``+00``."""
     if infinity == POSITIVE:
@@ -159,11 +171,9 @@ def format_timestamp(micros: int, with_zone: bool, infinity: int) -> str:
         return "-infinity"
     check_timestamp(micros)
     days, clock = divmod(micros, USECS_PER_DAY)
-    year, month, day = civil_from_days(days)
+    day, era = _format_day(days)
     zone = "+00" if with_zone else ""
-    if year <= 0:
-        return f"{1 - year:04d}-{month:02d}-{day:02d} {_format_clock(clock)}{zone} BC"
-    return f"{year:04d}-{month:02d}-{day:02d} {_format_clock(clock)}{zone}"
+    return f"{day} {_format_clock(clock)}{zone}{era}"
 
 
 def parse_date(text: str) -> tuple[int, int]:
@@ -194,10 +204,8 @@ def format_date(days: int, infinity: int) -> str:
     if infinity == NEGATIVE:
         return "-infinity"
     check_date(days)
-    year, month, day = civil_from_days(days)
-    if year <= 0:
-        return f"{1 - year:04d}-{month:02d}-{day:02d} BC"
-    return f"{year:04d}-{month:02d}-{day:02d}"
+    day, era = _format_day(days)
+    return day + era
 
 
 def parse_time(text: str, with_zone: bool) -> tuple[int, int]:

@@ -64,9 +64,13 @@ def _timestamp_decoder(with_zone: bool) -> Decoder:
             # Past 294247-01-10 04:00:54.775807 UTC, microseconds since 1970 overflow
             # the protocol's sint64 (PostgreSQL counts from 2000): keep the text.
             return Value(other=stream_pb2.Other(type=type_name, text=text))
-        return Value(
-            timestamp=stream_pb2.Timestamp(micros=micros, with_zone=with_zone, infinity=infinity)  # type: ignore[arg-type]
-        )
+        # Filling the sub-message in place is about twice as fast as constructing it.
+        value = Value()
+        timestamp = value.timestamp
+        timestamp.micros = micros
+        timestamp.with_zone = with_zone
+        timestamp.infinity = infinity  # type: ignore[assignment]
+        return value
 
     return decode
 
@@ -74,19 +78,33 @@ def _timestamp_decoder(with_zone: bool) -> Decoder:
 def _time_decoder(with_zone: bool) -> Decoder:
     def decode(text: str) -> stream_pb2.Value:
         micros, offset = temporal.parse_time(text, with_zone)
-        return Value(time=stream_pb2.Time(micros=micros, with_zone=with_zone, utc_offset=offset))
+        value = Value()
+        time = value.time
+        time.micros = micros
+        time.with_zone = with_zone
+        time.utc_offset = offset
+        return value
 
     return decode
 
 
 def _decode_date(text: str) -> stream_pb2.Value:
     days, infinity = temporal.parse_date(text)
-    return Value(date=stream_pb2.Date(days=days, infinity=infinity))  # type: ignore[arg-type]
+    value = Value()
+    date = value.date
+    date.days = days
+    date.infinity = infinity  # type: ignore[assignment]
+    return value
 
 
 def _decode_interval(text: str) -> stream_pb2.Value:
     months, days, micros = temporal.parse_interval(text)
-    return Value(interval=stream_pb2.Interval(months=months, days=days, micros=micros))
+    value = Value()
+    interval = value.interval
+    interval.months = months
+    interval.days = days
+    interval.micros = micros
+    return value
 
 
 def _other_decoder(type_name: str) -> Decoder:
