@@ -9,7 +9,9 @@ the ``pg_type.typname`` of the column's base type (the caller resolves domains).
 as exactly the same value (PostgreSQL's own canonical text, timestamptz in UTC
 with ``+00``), and ``to_python`` gives consumers plain Python values. Array
 types are ``_`` + element typname; types without a native kind travel as
-``Value.other`` with their text verbatim, so nothing is ever lost or nulled.
+``Value.other`` with their text verbatim, so nothing is ever lost or nulled;
+so do timestamps after 294247-01-10 04:00:54.775807 UTC, where microseconds
+since 1970 overflow the protocol's sint64 (PostgreSQL goes on to 294276 AD).
 Decoders and encoders are looked up in dicts built once at import.
 """
 
