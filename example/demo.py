@@ -102,6 +102,9 @@ class Demo:
 
     def run(self) -> int:
         options = self.options
+        for path in (options.set_file, options.relay_file, options.replication_file):
+            if not path.is_file():
+                raise DemoError(f"configuration file {str(path)!r} is missing: the demo needs it")
         connection = self.start_sandbox()
         source_dsn, target_dsn = self.create_databases(connection)
         say("==> loading example/schema.sql and seed data into the source")
@@ -366,16 +369,19 @@ def _ensure_consumer(source_dsn: str, queue: str) -> None:
 
 @contextlib.contextmanager
 def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM interrupts like Ctrl-C while the demo runs."""
+    """Ctrl-C and SIGTERM interrupt the demo (also when started with SIGINT ignored)."""
 
     def interrupt(signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {
+        number: signal.signal(number, interrupt) for number in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @contextlib.contextmanager
