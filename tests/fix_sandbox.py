@@ -30,7 +30,7 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
-from pgshovel.sandbox import SandboxConnection, load, start, status, stop
+from pgshovel.sandbox import SandboxConnection, load, start, status, stop, terminate
 
 ENV_VAR = "PGSHOVEL_TEST_SANDBOX"
 SANDBOX_FIXTURES = frozenset(
@@ -86,8 +86,14 @@ class _RunSandbox:
         if not self.owned or self.state_dir is None:
             return
         self.owned = False
-        stop(self.state_dir, purge=not keep)
-        self.kept = self.state_dir if keep else None
+        try:
+            stop(self.state_dir, purge=not keep)
+        finally:
+            # Without its directory (somebody deleted it) stop() finds no record:
+            # the servers are still ours to stop, by the PIDs held here.
+            if self.connection is not None:
+                terminate(self.connection)
+        self.kept = self.state_dir if keep and self.state_dir.exists() else None
 
 
 _RUN = _RunSandbox()

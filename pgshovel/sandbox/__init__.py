@@ -3,7 +3,8 @@
 ``start(state_dir)`` runs the three servers as detached child processes on free
 127.0.0.1 ports, waits until each really answers, and records how to reach them
 in ``<state_dir>/sandbox.json`` (a :class:`SandboxConnection`); ``stop`` ends them
-by PID and ``load`` reads the record back. Logs land in ``postgres.log``,
+by PID (``terminate`` does so from a record held in memory) and ``load`` reads
+the record back; ``status`` tells which still run. Logs land in ``postgres.log``,
 ``zookeeper.log`` and ``kafka.log`` in the state directory. Kafka's jars come from
 ``$KAFKA_HOME/libs`` when ``KAFKA_HOME`` is set, else from the project's
 ``.deps/kafka/libs`` (``make kafka``); ZooKeeper's from Debian's
@@ -15,6 +16,6 @@ tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 """
 
 from pgshovel.sandbox._connection import SandboxConnection
-from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop
+from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
 
-__all__ = ["SandboxConnection", "ServiceStatus", "load", "start", "status", "stop"]
+__all__ = ["SandboxConnection", "ServiceStatus", "load", "start", "status", "stop", "terminate"]

@@ -116,6 +116,18 @@ def stop(state_dir: Path, purge: bool = False) -> None:
             log.info("removed %s", state_dir)
 
 
+def terminate(connection: SandboxConnection) -> None:
+    """Stop the processes a connection record names, even if its state directory is gone.
+
+    For callers that hold the record in memory (the test harness): somebody may
+    have deleted the directory, and with it ``sandbox.json`` and the PID files.
+    """
+    state_dir = Path(connection.state_dir)
+    location = _location(state_dir, connection)
+    recorded = {service: {pid} for service, pid in connection.pids.items()}
+    _stop_pids(state_dir, location, recorded)
+
+
 def _start_services(
     state_dir: Path, previous: SandboxConnection | None, timeout: float
 ) -> SandboxConnection:
@@ -212,7 +224,6 @@ def _healthy(state_dir: Path, connection: SandboxConnection) -> bool:
 def _stop_recorded(state_dir: Path, previous: SandboxConnection | None) -> None:
     """Stop the live processes named by sandbox.json, the PID files and postmaster.pid."""
     location = _location(state_dir, previous)
-    markers = _markers(state_dir, location)
     recorded: dict[str, set[int]] = {service: set() for service in SERVICES}
     if previous is not None:
         for service, pid in previous.pids.items():
@@ -220,6 +231,13 @@ def _stop_recorded(state_dir: Path, previous: SandboxConnection | None) -> None:
     for service in SERVICES:
         recorded[service].update(_read_pid(_pid_file(state_dir, service)))
     recorded["postgres"].update(_read_pid(location.data_dir / "postmaster.pid"))
+    _stop_pids(state_dir, location, recorded)
+    for service in SERVICES:
+        _pid_file(state_dir, service).unlink(missing_ok=True)
+
+
+def _stop_pids(state_dir: Path, location: PostgresLocation, recorded: dict[str, set[int]]) -> None:
+    markers = _markers(state_dir, location)
     states = {
         pid: _process.state_of(pid, markers[service])
         for service, pids in recorded.items()
@@ -227,8 +245,17 @@ def _stop_recorded(state_dir: Path, previous: SandboxConnection | None) -> None:
     }
     for service, pid in processes_to_stop(recorded, states):
         _stop_one(service, pid, markers[service], location)
-    for service in SERVICES:
-        _pid_file(state_dir, service).unlink(missing_ok=True)
+    survivors = [
+        f"{service} (pid {pid})"
+        for service, pids in recorded.items()
+        for pid in pids
+        if _process.state_of(pid, markers[service]) is ProcessState.OURS
+    ]
+    if survivors:
+        raise SandboxError(
+            f"could not stop {', '.join(survivors)} of the sandbox in {str(state_dir)!r}: "
+            "stop them by hand, then run 'pgshovel-sandbox down' again"
+        )
 
 
 def _stop_one(service: str, pid: int, marker: str, location: PostgresLocation) -> None:

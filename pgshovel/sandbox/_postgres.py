@@ -80,7 +80,7 @@ def locate(state_dir: Path, recorded_data_dir: str, user: ServerUser) -> Postgre
     return postgres_location(
         state_dir,
         recorded_data_dir,
-        reachable=_reachable(state_dir, user),
+        reachable=not recorded_data_dir and _reachable(state_dir, user),
         fallback_root=user.home / "pgshovel-sandbox" / digest,
     )
 
@@ -209,7 +209,10 @@ def _reachable(state_dir: Path, user: ServerUser) -> bool:
         return True
     gids = [user.gid, *os.getgrouplist(user.name, user.gid)]
     for directory in [state_dir, *state_dir.parents]:
-        info = directory.stat()
+        try:
+            info = directory.stat()
+        except FileNotFoundError:  # not created yet: it will be, like its parent
+            continue
         if not traversable(info.st_mode, info.st_uid, info.st_gid, user.uid, gids):
             return False
     return True

@@ -110,7 +110,7 @@ def stop_process(pid: int, marker: str, first_signal: int, timeout: float) -> No
     log.warning("pid %d did not stop within %.0f s: killing it", pid, timeout)
     _signal(pid, signal.SIGKILL)
     if not _wait_gone(pid, 10.0):
-        log.warning("pid %d survived SIGKILL", pid)
+        log.error("pid %d survived SIGKILL", pid)
 
 
 def wait_exited(pid: int, timeout: float) -> bool:

@@ -7,6 +7,7 @@ would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from pgshovel.sandbox import SandboxConnection, load, start, status, stop
+from pgshovel.sandbox import SandboxConnection, load, start, status, stop, terminate
 
 pytestmark = pytest.mark.integration
 
@@ -167,6 +168,21 @@ def test_up_recovers_from_a_crashed_run(tmp_path: Path) -> None:
     finally:
         stop(state_dir, purge=True)
     assert not state_dir.exists()
+
+
+@pytest.mark.slow
+def test_terminate_stops_a_sandbox_whose_directory_was_deleted(tmp_path: Path) -> None:
+    state_dir = tmp_path / "deleted-sandbox"
+    connection = start(state_dir)
+    postgres_root = Path(connection.postgres_data_dir).parent
+    try:
+        shutil.rmtree(state_dir)
+        stop(state_dir)  # nothing recorded any more: finds nothing to stop
+        terminate(connection)
+        assert [pid for pid in connection.pids.values() if _exists(pid)] == []
+    finally:
+        terminate(connection)
+        shutil.rmtree(postgres_root, ignore_errors=True)
 
 
 def _cli(command: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
