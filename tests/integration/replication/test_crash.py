@@ -6,23 +6,17 @@ the end the target equals the source row for row, nothing applied twice or lost.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kazoo.client import KazooClient
 
 from pgshovel.replication import sessions
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.stream.publisher import Publisher
 
+from ._process import WorkerProcess, wait_for, write_replication_yml
 from ._recording import RecordingSource
 from ._support import dump, ensure_topic, execute, publish, set_configuration
 
@@ -47,52 +41,6 @@ def query_one(dsn: str, statement: str) -> Any:
         connection.close()
 
 
-def wait_for(condition: Callable[[], bool], what: str, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-class WorkerProcess:
-    """``pgshovel-replicate`` in its own process group (Spark's JVM and workers die with it)."""
-
-    def __init__(self, configuration: Path, cluster: str, zookeeper_hosts: str, log: Path) -> None:
-        self.log = log.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from pgshovel.replication.cli import main; main()",
-                "--cluster",
-                cluster,
-                "--zookeeper-hosts",
-                zookeeper_hosts,
-                str(configuration),
-                "set",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        self.log.close()
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=120)
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of the group, if any
-        except ProcessLookupError:
-            pass
-        self.log.close()
-        return code
-
-
 def test_kill_during_snapshot_and_stream_then_restart_converges(
     sandbox: SandboxConnection,
     make_database: Any,
@@ -112,31 +60,14 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
     configuration = set_configuration(source, [TABLE])
     zookeeper.create(f"/{cluster_name}/sets/set", configuration.SerializeToString(), makepath=True)
     ensure_topic(kafka_config, topic)
-    properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
-    replication_yml = tmp_path / "replication.yml"
-    replication_yml.write_text(
-        yaml.safe_dump(
-            {
-                "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": False}},
-                "loader": {
-                    "path": "pgshovel.replication.loaders:PostgresSnapshotLoader",
-                    "configuration": {"ranges_per_table": 16},
-                },
-                "stream": {
-                    "path": "pgshovel.replication.streams:KafkaStream",
-                    "configuration": {
-                        "bootstrap_servers": kafka_config["bootstrap.servers"],
-                        "topic": topic,
-                        "properties": properties,
-                        "max_batch_messages": 40,
-                    },
-                },
-                "target": {
-                    "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
-                    "configuration": {"dsn": target},
-                },
-            }
-        )
+    replication_yml = write_replication_yml(
+        tmp_path / "replication.yml",
+        kafka_config,
+        topic,
+        {
+            "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
+            "configuration": {"dsn": target},
+        },
     )
 
     def start() -> WorkerProcess:
@@ -154,6 +85,7 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
             and query_one(target, "SELECT EXISTS (SELECT FROM wide)") is True
         ),
         "the first snapshot ranges",
+        worker,
     )
     worker.kill()
     assert query_one(target, phase) == "snapshot"
@@ -162,7 +94,7 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
 
     # 2. A new worker empties the tables and loads again; then the stream runs.
     worker = start()
-    wait_for(lambda: query_one(target, phase) == "streaming", "the second snapshot")
+    wait_for(lambda: query_one(target, phase) == "streaming", "the second snapshot", worker)
     assert query_one(target, "SELECT count(*) FROM wide") == ROWS
     recorder = RecordingSource(source, [TABLE])
     publisher = Publisher(epoch=1)
@@ -184,14 +116,16 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
     recorder.close()
     end = len(messages) - 1
     publish(kafka_config, topic, messages)
-    wait_for(lambda: (query_one(target, offset) or -1) > end // 4, "a quarter of the stream")
+    wait_for(
+        lambda: (query_one(target, offset) or -1) > end // 4, "a quarter of the stream", worker
+    )
     worker.kill()
     stopped_at = query_one(target, offset)
     assert stopped_at < end, "the kill should have hit the middle of the stream"
 
     # 3. A new worker resumes from the stored position and converges exactly.
     worker = start()
-    wait_for(lambda: query_one(target, offset) == end, "the end of the stream")
+    wait_for(lambda: query_one(target, offset) == end, "the end of the stream", worker)
     assert worker.stop() == 0
     assert dump(target, *TABLE) == dump(source, *TABLE)
     log = (tmp_path / "worker.log").read_text()
