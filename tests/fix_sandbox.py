@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
+from pgshovel.errors import SandboxError
 from pgshovel.sandbox import SandboxConnection, load, start, status, stop, terminate
 
 ENV_VAR = "PGSHOVEL_TEST_SANDBOX"
@@ -61,11 +62,15 @@ class _RunSandbox:
         return self.connection
 
     def _use(self, state_dir: Path) -> SandboxConnection:
-        down = [service.name for service in status(state_dir) if not service.running]
+        try:
+            down = [service.name for service in status(state_dir) if not service.running]
+        except SandboxError as error:
+            pytest.fail(f"{ENV_VAR}={str(state_dir)!r}: {error}", pytrace=False)
         if down:
-            raise pytest.UsageError(
+            pytest.fail(
                 f"{ENV_VAR}={str(state_dir)!r} names a sandbox that is not running "
-                f"({', '.join(down)} down): run 'pgshovel-sandbox up --state-dir {state_dir}'"
+                f"({', '.join(down)} down): run 'pgshovel-sandbox up --state-dir {state_dir}'",
+                pytrace=False,
             )
         return load(state_dir)
 
