@@ -87,3 +87,10 @@ def test_missing_section_is_named(tmp_path: Path) -> None:
     path = write(tmp_path, VALID.split("target:")[0])
     with pytest.raises(ConfigurationError, match="missing section 'target'"):
         load_configuration(path)
+
+
+def test_example_file_is_valid() -> None:
+    example = Path(__file__).parents[3] / "example" / "replication.yml"
+    configuration = load_configuration(example)
+    assert isinstance(configuration.target, PostgresTarget)
+    assert configuration.spark.conf["spark.ui.enabled"] == "false"
