@@ -125,7 +125,12 @@ def publish(
         {**kafka_config, "acks": "all", "max.in.flight.requests.per.connection": "1"}
     )
     for message in messages:
-        producer.produce(topic, message.SerializeToString())
+        while True:
+            try:
+                producer.produce(topic, message.SerializeToString())
+                break
+            except BufferError:
+                producer.poll(0.1)
     assert producer.flush(30) == 0
 
 
