@@ -1,0 +1,185 @@
+"""Helpers for relay tests: run pgshovel-relay as a process, read and validate its topic."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from pgshovel.protocol import stream_pb2
+from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.validation import StreamValidator
+from tests.integration.capture._capture import SET, install
+
+RELAY = Path(sys.executable).with_name("pgshovel-relay")
+
+
+def write_relay_yml(directory: Path, sandbox: SandboxConnection, **settings: Any) -> Path:
+    document: dict[str, Any] = {
+        "writer": {
+            "path": "pgshovel.relay.kafka:KafkaWriter",
+            "configuration": {
+                "bootstrap_servers": sandbox.kafka_bootstrap_servers,
+                "properties": dict(sandbox.kafka_properties),
+                "flush_timeout": settings.pop("flush_timeout", 60.0),
+            },
+        },
+        "tick_interval": 0.05,
+        "poll_interval": 0.02,
+        **settings,
+    }
+    path = directory / "relay.yml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+class RelayProcess:
+    """One ``pgshovel-relay`` child process, always stopped by its PID."""
+
+    def __init__(
+        self, sandbox: SandboxConnection, cluster: str, config: Path, log: Path, set_name: str = SET
+    ) -> None:
+        self.log_path = log
+        environment = dict(
+            os.environ,
+            PGSHOVEL_CLUSTER=cluster,
+            PGSHOVEL_ZOOKEEPER_HOSTS=sandbox.zookeeper_hosts,
+        )
+        self._log = log.open("ab")
+        self.process = subprocess.Popen(
+            [str(RELAY), str(config), set_name],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._log.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def topic_of(cluster: str) -> str:
+    return f"{cluster}.{SET}"
+
+
+def read_topic(
+    kafka_config: dict[str, str], topic: str, start: int = 0, idle: float = 1.5, limit: float = 60
+) -> list[tuple[int, stream_pb2.Message]]:
+    """Every message from ``start`` until nothing new arrived for ``idle`` seconds."""
+    consumer = Consumer(
+        {**kafka_config, "group.id": "pgshovel-test", "enable.auto.commit": "false"}
+    )
+    messages: list[tuple[int, stream_pb2.Message]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, start)])
+        deadline = time.monotonic() + limit
+        last = time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - last < idle:
+            record = consumer.poll(0.2)
+            if record is None or record.error() is not None:
+                continue
+            messages.append((record.offset(), stream_pb2.Message.FromString(record.value())))
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    return messages
+
+
+def validated(messages: Sequence[tuple[int, stream_pb2.Message]]) -> list[CommittedBatch]:
+    return list(StreamValidator().validate(messages))
+
+
+def wait_for(
+    predicate: Callable[[], bool], timeout: float, what: str, log: Callable[[], str] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    detail = f"\n--- log ---\n{log()}" if log is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
+def queue_drained(dsn: str, cluster: str) -> bool:
+    """True when the relay has finished a batch that ends after every event inserted so far."""
+    connection = psycopg2.connect(dsn)
+    try:
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT s.sub_batch IS NULL"
+                "   AND t.tick_event_seq >= pgq.seq_getval(q.queue_event_seq)"
+                " FROM pgq.queue q"
+                " JOIN pgq.subscription s ON s.sub_queue = q.queue_id"
+                " JOIN pgq.consumer c ON c.co_id = s.sub_consumer AND c.co_name = 'pgshovel'"
+                " JOIN pgq.tick t ON t.tick_queue = q.queue_id AND t.tick_id = s.sub_last_tick"
+                " WHERE q.queue_name = %s",
+                (f"pgshovel.{cluster}.{SET}",),
+            )
+            row = cursor.fetchone()
+    finally:
+        connection.close()
+    return row is not None and bool(row[0])
+
+
+def replay(batches: Sequence[CommittedBatch]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The table state the stream describes: key -> row of Python values (int/str/None)."""
+    state: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for batch in batches:
+        for mutation in batch.mutations:
+            if mutation.operation == stream_pb2.Mutation.TRUNCATE:
+                state.clear()
+                continue
+            keys = list(mutation.key_columns)
+            if mutation.HasField("old"):
+                old = simple(mutation.old)
+                state.pop(tuple(old[k] for k in keys), None)
+            if mutation.HasField("new"):
+                new = simple(mutation.new)
+                state[tuple(new[k] for k in keys)] = new
+    return state
+
+
+def simple(row: stream_pb2.Row) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for column in row.columns:
+        kind = column.value.WhichOneof("kind")
+        values[column.name] = None if kind == "null" else getattr(column.value, kind)
+    return values
+
+
+__all__ = ["install"]
