@@ -56,9 +56,8 @@ from example._services import (
     stop_service,
 )
 from pgshovel import sandbox
-from pgshovel.cluster.names import cluster_path, queue_name
+from pgshovel.cluster.names import cluster_path
 from pgshovel.errors import PgshovelError
-from pgshovel.relay.queue import CONSUMER
 from pgshovel.replication.cli import read_set_configuration
 
 log = logging.getLogger(__name__)
@@ -232,7 +231,6 @@ class Demo:
             environment,
             COMMAND_TIMEOUT,
         )
-        _ensure_consumer(source_dsn, queue_name(options.cluster, options.set_name))
 
     def start(
         self, name: str, command: Sequence[str], logs: Path, environment: dict[str, str]
@@ -351,20 +349,6 @@ def _forget_cluster(zookeeper_hosts: str, cluster: str) -> None:
     finally:
         client.stop()
         client.close()
-
-
-def _ensure_consumer(source_dsn: str, queue: str) -> None:
-    """Register the relay's PgQ consumer when ``set create`` did not (idempotent)."""
-    connection = psycopg2.connect(source_dsn, application_name="pgshovel-demo")
-    try:
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pgq.register_consumer(%s, %s)", (queue, CONSUMER))
-            row = cursor.fetchone()
-        if row is not None and row[0] == 1:
-            log.warning("registered the relay's consumer %r on queue %r", CONSUMER, queue)
-    finally:
-        connection.close()
 
 
 @contextlib.contextmanager
