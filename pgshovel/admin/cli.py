@@ -8,13 +8,14 @@ status 1 (see ``pgshovel._cli.run``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
-from pgshovel.admin import inspect, planning
+from pgshovel.admin import inspect, planning, tail
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, render
 from pgshovel.admin.twophase import execute
@@ -155,6 +156,69 @@ def set_inspect(options: GlobalOptions, name: str) -> None:
     """Show set NAME: configuration, version and the state of its triggers."""
     names.validate_set_name(name)
     _report(options, lambda context: inspect.describe_set(context, name))
+
+
+@set_group.command("tail")
+@click.argument("name")
+@click.option(
+    "--bootstrap-servers",
+    envvar="PGSHOVEL_KAFKA_BOOTSTRAP_SERVERS",
+    required=True,
+    help="Kafka bootstrap servers. Env: PGSHOVEL_KAFKA_BOOTSTRAP_SERVERS.",
+)
+@click.option(
+    "--kafka-property",
+    "kafka_properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A librdkafka consumer property (repeatable). PGSHOVEL_KAFKA_API_VERSION_REQUEST and "
+    "PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK, when set, give defaults for those two.",
+)
+@click.option("--topic", default=None, help="Topic to read. Default: <cluster>.<set>.")
+@click.option("--offset", type=int, default=None, help="Start offset. Default: the oldest held.")
+@click.option("--follow", "-f", is_flag=True, help="Keep waiting for new batches.")
+@click.option("--limit", type=int, default=None, help="Stop after this many mutations.")
+@click.pass_obj
+def set_tail(
+    options: GlobalOptions,
+    name: str,
+    bootstrap_servers: str,
+    kafka_properties: tuple[str, ...],
+    topic: str | None,
+    offset: int | None,
+    follow: bool,
+    limit: int | None,
+) -> None:
+    """Print set NAME's committed mutations from Kafka as JSON lines.
+
+    One line per mutation with its batch, transaction, table, operation, key
+    columns and old/new rows (values in PostgreSQL's text form). The stream is
+    validated on the way: rolled-back and re-sent batches are not printed.
+    """
+    names.validate_set_name(name)
+    properties: dict[str, str] = {}
+    for variable, key in (
+        ("PGSHOVEL_KAFKA_API_VERSION_REQUEST", "api.version.request"),
+        ("PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK", "broker.version.fallback"),
+    ):
+        if os.environ.get(variable):
+            properties[key] = os.environ[variable]
+    for item in kafka_properties:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise click.BadParameter(
+                f"expected KEY=VALUE, got {item!r}", param_hint="--kafka-property"
+            )
+        properties[key] = value
+    tail.tail(
+        bootstrap_servers,
+        topic or f"{options.cluster}.{name}",
+        properties,
+        click.echo,
+        offset=offset,
+        follow=follow,
+        limit=limit,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
