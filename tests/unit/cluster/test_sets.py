@@ -39,10 +39,18 @@ def test_yaml_defaults_and_environment_expansion(
 
 
 def test_the_documented_example_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PGDATABASE", raising=False)
+    monkeypatch.delenv("PGSHOVEL_SOURCE_DSN", raising=False)
     configuration = load_set_configuration(EXAMPLE)
     assert "dbname=app" in configuration.database.dsn
-    assert list(configuration.tables[1].key_columns) == ["order_id", "line"]
+    assert [t.name for t in configuration.tables] == [
+        "products",
+        "customers",
+        "orders",
+        "order_lines",
+        "Shipping Notes",
+    ]
+    monkeypatch.setenv("PGSHOVEL_SOURCE_DSN", "dbname=shop host=db")
+    assert load_set_configuration(EXAMPLE).database.dsn == "dbname=shop host=db"
 
 
 def test_text_format_is_accepted(tmp_path: Path) -> None:
