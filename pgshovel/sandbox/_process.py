@@ -137,20 +137,38 @@ def listens(pid: int, port: int) -> bool:
     server must not count as ours. Without /proc the check cannot be made and
     passes.
     """
+    owners = _listening_inodes(port)
+    return True if owners is None else bool(owners & _socket_inodes(pid))
+
+
+def taken_by_another(pid: int, port: int) -> bool:
+    """Whether some other process listens on ``port``, so ``pid`` can never bind it."""
+    owners = _listening_inodes(port)
+    if not owners:
+        return False
+    return not owners & _socket_inodes(pid)
+
+
+def _listening_inodes(port: int) -> set[int] | None:
     tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
     if not tables[0].exists():
-        return True
-    wanted: set[int] = set()
+        return None
+    inodes: set[int] = set()
     for table in tables:
         with contextlib.suppress(OSError):
-            wanted |= listening_inodes(table.read_text(encoding="ascii"), port)
-    if not wanted:
-        return False
-    try:
-        links = [os.readlink(entry) for entry in Path(f"/proc/{pid}/fd").iterdir()]
-    except OSError:
-        return False
-    return any(socket_inode(link) in wanted for link in links)
+            inodes |= listening_inodes(table.read_text(encoding="ascii"), port)
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                inode = socket_inode(os.readlink(entry))
+                if inode is not None:
+                    inodes.add(inode)
+    return inodes
 
 
 def port_is_free(port: int) -> bool:
