@@ -12,6 +12,7 @@ from psycopg2 import sql
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication import sessions
 from pgshovel.replication.worker import Worker
+from pgshovel.stream import codec
 from pgshovel.stream.publisher import Publisher
 
 from ._recording import RecordingSource
@@ -26,17 +27,11 @@ from ._support import (
     set_configuration,
     worker_configuration,
 )
+from ._workload import ITEMS, ITEMS_DDL
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-ITEMS = ("public", "Items")
 MATRIX = (ODD_SCHEMA, ODD_TABLE)
-ITEMS_DDL = """
-CREATE TABLE "Items" ("Id" integer, sub text, payload text, amount numeric,
-                      at timestamptz, tags integer[], PRIMARY KEY ("Id", sub));
-INSERT INTO "Items" SELECT i, 's' || (i % 3), 'p' || i, i * 1.5, now(), array[i]
-FROM generate_series(1, 200) AS i;
-"""
 
 
 def stored_offset(target: str) -> int:
@@ -162,3 +157,67 @@ def test_published_stream_converges_target_to_source(
     assert dump(target, *ITEMS) == dump(source, *ITEMS)
     assert dump(target, *MATRIX) == dump(source, *MATRIX)
     assert len(dump(target, *ITEMS)) == 12
+
+
+def test_unkeyed_table_is_applied_row_by_row(
+    spark: Any, make_database: Any, kafka_config: dict[str, str], topic: str
+) -> None:
+    source, target = make_database("source"), make_database("target")
+    execute(
+        source,
+        "CREATE TABLE log (n integer, note text, tags text[]);"
+        "INSERT INTO log VALUES (1, 'same', '{a}'), (1, 'same', '{a}'), (2, NULL, NULL)",
+    )
+    table = ("public", "log")
+    configuration = set_configuration(source, [table], allow_unkeyed=True)
+    ensure_topic(kafka_config, topic)
+    Worker(
+        "test", "set", configuration, worker_configuration(target, kafka_config, topic), spark
+    ).run(lambda: True)
+
+    def row(n: str, note: str | None, tags: str | None) -> stream_pb2.Row:
+        built = stream_pb2.Row()
+        built.columns.add(name="n", value=codec.to_value("int4", n))
+        built.columns.add(name="note", value=codec.to_value("text", note))
+        built.columns.add(name="tags", value=codec.to_value("_text", tags))
+        return built
+
+    def mutation(operation: Any, old: Any = None, new: Any = None) -> stream_pb2.Mutation:
+        built = stream_pb2.Mutation(
+            schema="public", table="log", operation=operation, transaction=10**9
+        )
+        if old is not None:
+            built.old.CopyFrom(old)
+        if new is not None:
+            built.new.CopyFrom(new)
+        return built
+
+    # One of two identical rows deleted, a NULL-holding row updated, a row added.
+    changes = [
+        ("DELETE FROM log WHERE ctid = (SELECT min(ctid) FROM log WHERE n = 1)", None),
+        ("UPDATE log SET note = 'was null' WHERE n = 2", None),
+        ("INSERT INTO log VALUES (3, E'x\\ty', '{\"b c\",NULL}')", None),
+    ]
+    for statement, _ in changes:
+        execute(source, statement)
+    mutations = [
+        mutation(stream_pb2.Mutation.DELETE, old=row("1", "same", "{a}")),
+        mutation(
+            stream_pb2.Mutation.UPDATE, old=row("2", None, None), new=row("2", "was null", None)
+        ),
+        mutation(stream_pb2.Mutation.INSERT, new=row("3", "x\ty", '{"b c",NULL}')),
+    ]
+    messages = Publisher(epoch=1).frame_batch(
+        stream_pb2.BatchIdentifier(id=1, node=bytes(16)),
+        stream_pb2.Tick(id=1, snapshot=stream_pb2.Snapshot(xmin=10**9, xmax=10**9)),
+        stream_pb2.Tick(id=2),
+        "v1",
+        mutations,
+    )
+    publish(kafka_config, topic, messages)
+    Worker(
+        "test", "set", configuration, worker_configuration(target, kafka_config, topic), spark
+    ).run(until_offset(target, len(messages) - 1))
+
+    assert dump(target, *table) == dump(source, *table)
+    assert len(dump(target, *table)) == 3
