@@ -12,7 +12,9 @@ types are ``_`` + element typname; types without a native kind travel as
 ``Value.other`` with their text verbatim, so nothing is ever lost or nulled;
 so do timestamps after 294247-01-10 04:00:54.775807 UTC, where microseconds
 since 1970 overflow the protocol's sint64 (PostgreSQL goes on to 294276 AD).
-Decoders and encoders are looked up in dicts built once at import.
+Decoders and encoders are looked up in dicts built once at import; hot loops
+(the relay) take a column's in-place decoder once with ``filler_for`` and
+write each value straight into the message they are building.
 """
 
 from __future__ import annotations
@@ -25,178 +27,65 @@ from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream import _codec_scalar as scalar
 from pgshovel.stream import _codec_temporal as temporal
-from pgshovel.stream._codec_array import format_array, parse_array
-from pgshovel.stream._codec_float import format_float, parse_float
+from pgshovel.stream._codec_array import format_array
+from pgshovel.stream._codec_fill import (
+    NON_COMMA_ARRAYS,
+    Filler,
+    build_fillers,
+    other_filler,
+    shorten,
+    unknown_array_filler,
+)
+from pgshovel.stream._codec_float import format_float
 from pgshovel.stream._codec_python import IntervalParts, to_python
 
-__all__ = ["IntervalParts", "known_types", "to_python", "to_text", "to_value"]
+__all__ = [
+    "Filler",
+    "IntervalParts",
+    "decode_error",
+    "filler_for",
+    "known_types",
+    "to_python",
+    "to_text",
+    "to_value",
+]
 
 Value = stream_pb2.Value
-Decoder = Callable[[str], stream_pb2.Value]
 Encoder = Callable[[stream_pb2.Value], str]
 
 _NULL = Value.NULL
-_SHOWN_CHARS = 60
-_MAX_TIMESTAMP_MICROS = 2**63 - 1
-# Built-in element types whose arrays are not comma-delimited (box uses ';'):
-# such arrays are kept whole as Other rather than split at the wrong character.
-_NON_COMMA_ARRAYS = frozenset({"_box"})
-_STRING_TYPES = ("text", "varchar", "bpchar", "name", "char")
-
-
-def _shorten(text: str) -> str:
-    if len(text) <= _SHOWN_CHARS:
-        return text
-    return text[:_SHOWN_CHARS] + f"... ({len(text)} characters)"
-
-
-def _integer_decoder(bounds: tuple[int, int]) -> Decoder:
-    def decode(text: str) -> stream_pb2.Value:
-        return Value(int64=scalar.parse_integer(text, bounds))
-
-    return decode
-
-
-def _timestamp_decoder(with_zone: bool) -> Decoder:
-    type_name = "timestamptz" if with_zone else "timestamp"
-
-    def decode(text: str) -> stream_pb2.Value:
-        micros, infinity = temporal.parse_timestamp(text, with_zone)
-        if micros > _MAX_TIMESTAMP_MICROS:
-            # Past 294247-01-10 04:00:54.775807 UTC, microseconds since 1970 overflow
-            # the protocol's sint64 (PostgreSQL counts from 2000): keep the text.
-            return Value(other=stream_pb2.Other(type=type_name, text=text))
-        # Filling the sub-message in place is about twice as fast as constructing it.
-        value = Value()
-        timestamp = value.timestamp
-        timestamp.micros = micros
-        timestamp.with_zone = with_zone
-        timestamp.infinity = infinity  # type: ignore[assignment]
-        return value
-
-    return decode
-
-
-def _time_decoder(with_zone: bool) -> Decoder:
-    def decode(text: str) -> stream_pb2.Value:
-        micros, offset = temporal.parse_time(text, with_zone)
-        value = Value()
-        time = value.time
-        time.micros = micros
-        time.with_zone = with_zone
-        time.utc_offset = offset
-        return value
-
-    return decode
-
-
-def _decode_date(text: str) -> stream_pb2.Value:
-    days, infinity = temporal.parse_date(text)
-    value = Value()
-    date = value.date
-    date.days = days
-    date.infinity = infinity  # type: ignore[assignment]
-    return value
-
-
-def _decode_interval(text: str) -> stream_pb2.Value:
-    months, days, micros = temporal.parse_interval(text)
-    value = Value()
-    interval = value.interval
-    interval.months = months
-    interval.days = days
-    interval.micros = micros
-    return value
-
-
-def _other_decoder(type_name: str) -> Decoder:
-    def decode(text: str) -> stream_pb2.Value:
-        return Value(other=stream_pb2.Other(type=type_name, text=text))
-
-    return decode
-
-
-def _array_decoder(element_type: str, decode_element: Decoder) -> Decoder:
-    def decode(text: str) -> stream_pb2.Value:
-        dimensions, lower_bounds, items = parse_array(text)
-        elements = []
-        for index, item in enumerate(items):
-            if item is None:
-                elements.append(Value(null=_NULL))
-                continue
-            try:
-                elements.append(decode_element(item))
-            except ValueError as exc:
-                raise ValueError(f"element {index} {_shorten(item)!r}: {exc}") from exc
-        array = stream_pb2.Array(
-            elements=elements,
-            dimensions=dimensions,
-            lower_bounds=lower_bounds,
-            element_type=element_type,
-        )
-        return Value(array=array)
-
-    return decode
-
-
-def _unknown_array_decoder(type_name: str) -> Decoder:
-    """Array of Other elements; text that is no array literal stays whole as Other."""
-    as_array = _array_decoder(type_name[1:], _other_decoder(type_name[1:]))
-    as_other = _other_decoder(type_name)
-
-    def decode(text: str) -> stream_pb2.Value:
-        try:
-            return as_array(text)
-        except ValueError:
-            return as_other(text)
-
-    return decode
-
-
-def _build_decoders() -> dict[str, Decoder]:
-    decoders: dict[str, Decoder] = {
-        name: _integer_decoder(bounds) for name, bounds in scalar.INTEGER_RANGES.items()
-    }
-    decoders.update(
-        {
-            "float4": lambda text: Value(double=parse_float(text)),
-            "float8": lambda text: Value(double=parse_float(text)),
-            "numeric": lambda text: Value(decimal=scalar.check_decimal(text)),
-            "bool": lambda text: Value(bool=scalar.parse_bool(text)),
-            "bytea": lambda text: Value(bytes=scalar.parse_bytea(text)),
-            "uuid": lambda text: Value(uuid=scalar.parse_uuid(text)),
-            "json": lambda text: Value(json=text),
-            "jsonb": lambda text: Value(json=text),
-            "date": _decode_date,
-            "time": _time_decoder(False),
-            "timetz": _time_decoder(True),
-            "timestamp": _timestamp_decoder(False),
-            "timestamptz": _timestamp_decoder(True),
-            "interval": _decode_interval,
-        }
-    )
-    for name in _STRING_TYPES:
-        decoders[name] = lambda text: Value(string=text)
-    for name, decode in list(decoders.items()):
-        decoders["_" + name] = _array_decoder(name, decode)
-    return decoders
-
-
-_DECODERS = _build_decoders()
+_FILLERS = build_fillers()
 
 
 def known_types() -> frozenset[str]:
     """The type names with a native kind (and their array types)."""
-    return frozenset(_DECODERS)
+    return frozenset(_FILLERS)
 
 
-def _decoder_for(type_name: str) -> Decoder:
-    decoder = _DECODERS.get(type_name)
-    if decoder is not None:
-        return decoder
-    if len(type_name) > 1 and type_name[0] == "_" and type_name not in _NON_COMMA_ARRAYS:
-        return _unknown_array_decoder(type_name)
-    return _other_decoder(type_name)
+def filler_for(type_name: str) -> Filler:
+    """The in-place decoder of non-NULL text of type ``type_name`` (a ``pg_type.typname``).
+
+    ``filler(value, text)`` writes the value into ``value``, an empty ``Value``
+    (typically ``column.value`` of a column just added), and raises
+    ``ValueError`` or ``OverflowError`` for text PostgreSQL does not print for
+    the type: turn those into ``decode_error(type_name, text, error)``. Look a
+    filler up once per column, not once per value.
+    """
+    filler = _FILLERS.get(type_name)
+    if filler is not None:
+        return filler
+    if len(type_name) > 1 and type_name[0] == "_" and type_name not in NON_COMMA_ARRAYS:
+        return unknown_array_filler(type_name)
+    return other_filler(type_name)
+
+
+def decode_error(type_name: str, text: str, error: Exception) -> CodecError:
+    """The error for ``text`` a filler of ``type_name`` rejected with ``error``."""
+    return CodecError(
+        f"cannot decode {type_name} text {shorten(text)!r}: {error}; check that the column's "
+        f"type is {type_name!r} and that the text comes from PostgreSQL under the capture "
+        "session settings"
+    )
 
 
 def to_value(type_name: str, text: str | None) -> stream_pb2.Value:
@@ -205,16 +94,15 @@ def to_value(type_name: str, text: str | None) -> stream_pb2.Value:
     ``type_name`` is the ``pg_type.typname`` of the column's base type. Raises
     ``CodecError`` when the text is not what PostgreSQL prints for that type.
     """
+    value = Value()
     if text is None:
-        return Value(null=_NULL)
+        value.null = _NULL
+        return value
     try:
-        return _decoder_for(type_name)(text)
+        filler_for(type_name)(value, text)
     except (ValueError, OverflowError) as exc:
-        raise CodecError(
-            f"cannot decode {type_name} text {_shorten(text)!r}: {exc}; check that the column's "
-            f"type is {type_name!r} and that the text comes from PostgreSQL under the capture "
-            "session settings"
-        ) from exc
+        raise decode_error(type_name, text, exc) from exc
+    return value
 
 
 def _encode_array(value: stream_pb2.Value) -> str:
@@ -279,7 +167,7 @@ def to_text(value: stream_pb2.Value) -> str | None:
             raise ValueError("no kind is set")
         return _ENCODERS[kind](value)
     except (ValueError, OverflowError) as exc:
-        shown = _shorten(text_format.MessageToString(value, as_one_line=True))
+        shown = shorten(text_format.MessageToString(value, as_one_line=True))
         raise CodecError(
             f"cannot encode value {shown!r} as PostgreSQL text: {exc}; the message was not "
             "produced by this codec or was damaged"
