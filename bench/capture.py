@@ -1,37 +1,48 @@
-"""Capture overhead: pgbench (TPC-B-like) TPS without triggers, with pgshovel, with pgq.jsontriga.
+"""Capture overhead: pgbench TPS with pgshovel's triggers (and pgq.jsontriga) ÷ TPS without.
 
-Usage: ``python -m bench.capture --dsn "host=127.0.0.1 port=5432 user=postgres"``.
-A scratch database is created (and dropped at the end), initialized with
-``pgbench -i``; then each round runs pgbench once per mode, alternating modes
-so drift on the machine hits them alike. pgshovel's capture is installed with
-the same SQL ``pgshovel-admin set create`` runs (all four pgbench tables;
-pgbench_history has no key, so it is captured unkeyed), without ZooKeeper;
-each mode starts from an empty queue. The result is printed as one line per
-run and the ratio of the medians.
+A scratch database is initialized with ``pgbench -i``; for two scripts (the
+built-in TPC-B-like one and a single-row UPDATE) every round runs pgbench once
+per mode: no capture, pgshovel's capture on all four pgbench tables
+(pgbench_history has no key, so it is captured unkeyed), and PgQ's own C
+trigger ``pgq.jsontriga`` as a reference. Capture is installed with the same
+SQL ``pgshovel-admin set create`` runs, without ZooKeeper, before each run and
+removed after it, so every run starts from an empty queue.
 """
 
 from __future__ import annotations
 
-import argparse
+import logging
 import os
 import re
-import statistics
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import psycopg2
 from psycopg2 import sql
-from psycopg2.extensions import connection, make_dsn, parse_dsn
+from psycopg2.extensions import connection, make_dsn
 
+from bench._modes import Settings
+from bench._report import Figure, Goal
+from bench._stats import schedule
 from pgshovel.admin import catalog, install
 
-CLUSTER = "bench"
+log = logging.getLogger(__name__)
+
+CLUSTER = "benchcapture"
 SET = "pgbench"
 DATABASE = "pgshovel_bench_capture"
 TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
 JSONTRIGA_QUEUE = "bench_jsontriga"
+GOAL = Goal("ratio", ">=", 0.85)
 _TPS = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
+
+UPDATE_SCRIPT = """\\set aid random(1, 100000 * :scale)
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
+"""
+
+#: script name -> its title in the table
+SCRIPTS = {"tpcb": "TPC-B-like", "update": "single-row UPDATE"}
 
 
 def _bindir() -> Path:
@@ -39,12 +50,17 @@ def _bindir() -> Path:
 
 
 def _pgbench(dsn: str, *arguments: str) -> str:
-    result = subprocess.run(
-        [str(_bindir() / "pgbench"), *arguments, "--", dsn],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    try:
+        result = subprocess.run(
+            [str(_bindir() / "pgbench"), *arguments, "--", dsn],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except subprocess.CalledProcessError as error:
+        raise RuntimeError(
+            f"pgbench {' '.join(arguments)!r} failed ({error.returncode!r}): {error.stderr.strip()}"
+        ) from error
     return result.stdout
 
 
@@ -63,7 +79,7 @@ def _install_pgshovel(conn: connection) -> None:
     for table in TABLES:
         info = catalog.table_info(conn, "public", table)
         if info is None:
-            raise RuntimeError(f"pgbench -i did not create {table!r}")
+            raise RuntimeError(f"pgbench -i did not create {table!r}; is pgbench 15 installed?")
         capture = install.TableCapture("public", table, info.primary_key, ())
         statements += install.install_triggers(CLUSTER, SET, version, capture)
     _run(conn, statements)
@@ -117,62 +133,91 @@ MODES: dict[str, tuple[Callable[[connection], None], Callable[[connection], None
 
 
 def measure(
-    server_dsn: str, *, scale: int, clients: int, seconds: int, rounds: int
-) -> dict[str, list[float]]:
-    """TPS per mode and round, on a scratch database of ``server_dsn``'s server."""
+    server_dsn: str, settings: Settings, workdir: Path
+) -> dict[str, dict[str, list[float]]]:
+    """TPS per script, mode and round on a scratch database of ``server_dsn``'s server."""
     admin = psycopg2.connect(server_dsn)
     admin.autocommit = True
-    scratch = make_dsn(server_dsn, dbname=DATABASE)
-    results: dict[str, list[float]] = {mode: [] for mode in MODES}
+    scratch = str(make_dsn(server_dsn, dbname=DATABASE))
+    script = workdir / "single-row-update.sql"
+    script.write_text(UPDATE_SCRIPT)
+    arguments = {"tpcb": ["-b", "tpcb-like"], "update": ["-f", str(script)]}
+    clients = str(settings.pgbench_clients)
+    threads = str(min(settings.pgbench_clients, os.cpu_count() or 1))
+    results: dict[str, dict[str, list[float]]] = {
+        name: {mode: [] for mode in MODES} for name in SCRIPTS
+    }
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE))
     try:
-        _run(admin, [sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(DATABASE))])
-        _run(admin, [sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE))])
-        _pgbench(scratch, "-i", "-q", "-s", str(scale))
+        _run(admin, [drop, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE))])
+        _pgbench(scratch, "-i", "-q", "-s", str(settings.pgbench_scale))
         conn = psycopg2.connect(scratch)
         conn.autocommit = True
         try:
-            for _round in range(rounds):
-                for mode, (setup, teardown) in MODES.items():
+            for name in SCRIPTS:
+                for number, mode in schedule(settings.rounds, list(MODES)):
+                    setup, teardown = MODES[mode]
                     setup(conn)
-                    output = _pgbench(
-                        scratch, "-n", "-c", str(clients), "-j", str(clients), "-T", str(seconds)
-                    )
-                    teardown(conn)
+                    try:
+                        output = _pgbench(
+                            scratch,
+                            *arguments[name],
+                            "-n",
+                            "-c",
+                            clients,
+                            "-j",
+                            threads,
+                            "-T",
+                            str(settings.pgbench_seconds),
+                        )
+                    finally:
+                        teardown(conn)
                     match = _TPS.search(output)
                     if match is None:
-                        raise RuntimeError(f"pgbench printed no tps: {output!r}")
-                    results[mode].append(float(match.group(1)))
-                    print(f"round {_round + 1} {mode:9} {results[mode][-1]:10.1f} tps", flush=True)
+                        raise RuntimeError(f"pgbench printed no tps line: {output!r}")
+                    results[name][mode].append(float(match.group(1)))
+                    log.info(
+                        "capture %s round %d %s: %.1f tps",
+                        name,
+                        number + 1,
+                        mode,
+                        results[name][mode][-1],
+                    )
         finally:
             conn.close()
     finally:
-        _run(admin, [sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(DATABASE))])
+        _run(admin, [drop])
         admin.close()
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", required=True, help="a superuser DSN of the server to measure")
-    parser.add_argument("--scale", type=int, default=1)
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--seconds", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=2)
-    options = parser.parse_args()
-    if "dbname" not in parse_dsn(options.dsn):
-        options.dsn = make_dsn(options.dsn, dbname="postgres")
-    results = measure(
-        options.dsn,
-        scale=options.scale,
-        clients=options.clients,
-        seconds=options.seconds,
-        rounds=options.rounds,
-    )
-    baseline = statistics.median(results["none"])
-    for mode, values in results.items():
-        median = statistics.median(values)
-        print(f"{mode:9} median {median:10.1f} tps  ratio {median / baseline:.3f}")
-
-
-if __name__ == "__main__":
-    main()
+def figures(results: dict[str, dict[str, list[float]]], settings: Settings) -> list[Figure]:
+    """Per script: pgshovel ÷ no capture (with the goal) and jsontriga ÷ no capture."""
+    made = []
+    for name, title in SCRIPTS.items():
+        runs = results.get(name, {})
+        details = {"clients": settings.pgbench_clients, "seconds": settings.pgbench_seconds}
+        made.append(
+            Figure(
+                key=f"capture.{name}.pgshovel",
+                title=f"capture overhead, {title}, pgshovel (TPS)",
+                unit="tps",
+                values=runs.get("pgshovel", []),
+                baseline=runs.get("none", []),
+                baseline_title="no capture",
+                goals=(GOAL,),
+                details={**details, "scale": settings.pgbench_scale},
+            )
+        )
+        made.append(
+            Figure(
+                key=f"capture.{name}.jsontriga",
+                title=f"capture overhead, {title}, pgq.jsontriga reference (TPS)",
+                unit="tps",
+                values=runs.get("jsontriga", []),
+                baseline=runs.get("none", []),
+                baseline_title="no capture",
+                details=details,
+            )
+        )
+    return made

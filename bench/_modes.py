@@ -1,0 +1,68 @@
+"""How big each benchmark runs: ``full`` for real numbers, ``quick`` to keep them working in CI.
+
+Both modes run the same code with at least three alternating rounds; quick
+mode only shrinks data sizes and run lengths so the whole suite, sandbox
+included, stays under three minutes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes and durations of one benchmark run."""
+
+    mode: str
+    rounds: int
+    pgbench_scale: int
+    pgbench_clients: int
+    pgbench_seconds: int
+    relay_events: int
+    latency_rate: int
+    latency_warmup: float
+    latency_seconds: float
+    snapshot_rows: int
+    apply_mutations: int
+
+
+MODES: dict[str, Settings] = {
+    "full": Settings(
+        mode="full",
+        rounds=3,
+        pgbench_scale=10,
+        pgbench_clients=4,
+        pgbench_seconds=20,
+        relay_events=200_000,
+        latency_rate=1000,
+        latency_warmup=5,
+        latency_seconds=30,
+        snapshot_rows=1_000_000,
+        apply_mutations=200_000,
+    ),
+    "quick": Settings(
+        mode="quick",
+        rounds=3,
+        pgbench_scale=1,
+        pgbench_clients=4,
+        pgbench_seconds=1,
+        relay_events=20_000,
+        latency_rate=1000,
+        latency_warmup=1,
+        latency_seconds=3,
+        snapshot_rows=50_000,
+        apply_mutations=10_000,
+    ),
+}
+
+
+def settings(mode: str) -> Settings:
+    """The settings of ``mode``; an unknown mode names the known ones."""
+    try:
+        return MODES[mode]
+    except KeyError:
+        raise ValueError(
+            f"unknown benchmark mode {mode!r}; use one of {sorted(MODES)!r} "
+            "(e.g. make bench BENCH=quick)"
+        ) from None

@@ -1,0 +1,36 @@
+"""Reading the relay's per-batch log lines (pure): events, bytes and seconds of each batch.
+
+The relay logs one INFO line per finished batch, ``batch 7: 200000 events,
+41000000 bytes, 3.120s, lag 0.100s``; the seconds cover taking the batch,
+reading and framing its events, Kafka's acknowledgement and ``finish_batch``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BATCH = re.compile(r"batch (\d+): (\d+) events, (\d+) bytes, ([0-9.]+)s, lag ([0-9.]+)s")
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    batch: int
+    events: int
+    bytes: int
+    seconds: float
+    lag: float
+
+
+def batch_lines(text: str) -> list[BatchLine]:
+    """Every batch line of a relay log, in order."""
+    return [
+        BatchLine(int(m[1]), int(m[2]), int(m[3]), float(m[4]), float(m[5]))
+        for m in _BATCH.finditer(text)
+    ]
+
+
+def throughput(lines: list[BatchLine]) -> tuple[int, float]:
+    """(events, seconds) of the batches that carried events (empty ticks are not work)."""
+    busy = [line for line in lines if line.events > 0]
+    return sum(line.events for line in busy), sum(line.seconds for line in busy)

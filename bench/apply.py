@@ -1,0 +1,291 @@
+"""Apply: worker mutations/s on a mixed stream into PostgreSQL ÷ binary COPY of as many rows.
+
+The source starts empty; the bench notes the topic offset and the source's
+``txid_current_snapshot()``, then commits a mixed workload (4 inserts : 2
+updates : 1 delete, 1,000-row transactions) that a running relay publishes.
+Each worker run resets the target to "snapshot taken at that point, no rows"
+and times ``Worker.stream`` (read, validate, handoff filter, COPY into staging
+and a set-based merge, state in the same transaction) until the last batch is
+applied; the target's row count is then checked against the source. The
+baseline times ``COPY ... FROM STDIN (FORMAT binary)`` of the same number of
+rows into a table of the same shape. The worker runs in this process, so its
+CPU seconds and peak RSS are this process's plus its children (Spark's JVM).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+from psycopg2 import sql
+
+from bench import _proc, _schema, _stack, _workload
+from bench._modes import Settings
+from bench._report import Figure, Goal
+from bench._stats import per_million, schedule
+from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
+from pgshovel.replication.loaders import PostgresSnapshotLoader
+from pgshovel.replication.model import TableShape, WorkerState
+from pgshovel.replication.streams import KafkaStream
+from pgshovel.replication.targets.postgresql import PostgresTarget
+from pgshovel.replication.worker import Worker, read_table_shapes
+from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.batches import CommittedBatch
+
+log = logging.getLogger(__name__)
+
+SET = "apply"
+SOURCE = "pgshovel_bench_apply_source"
+TARGET = "pgshovel_bench_apply_target"
+COPY_TABLE = "orders_binary_copy"
+CHUNK = 1000
+
+
+@dataclass
+class ApplyRuns:
+    worker_rates: list[float] = field(default_factory=list)
+    copy_rates: list[float] = field(default_factory=list)
+    cpu_per_million: list[float] = field(default_factory=list)
+    peak_rss_mb: list[float] = field(default_factory=list)
+    mutations: int = 0
+
+
+class CountingTarget:
+    """The real PostgreSQL target, noting how far the worker got (to stop it at the end)."""
+
+    def __init__(self, target: PostgresTarget, end_offset: int) -> None:
+        self.target = target
+        self.end_offset = end_offset
+        self.next_offset = 0
+        self.mutations = 0
+
+    def done(self) -> bool:
+        return self.next_offset >= self.end_offset
+
+    def open(self, cluster: str, set_name: str, tables: Sequence[TableShape]) -> WorkerState | None:
+        return self.target.open(cluster, set_name, tables)
+
+    def begin_snapshot(self, state: WorkerState) -> None:
+        self.target.begin_snapshot(state)
+
+    def snapshot_sink(self) -> Any:
+        return self.target.snapshot_sink()
+
+    def finish_snapshot(self, state: WorkerState) -> None:
+        self.target.finish_snapshot(state)
+
+    def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
+        rows = self.target.apply(batches, state)
+        self.mutations += sum(len(batch.mutations) for batch in batches)
+        self.next_offset = state.next_offset
+        return rows
+
+    def close(self) -> None:
+        self.target.close()
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Where the workload sits on the topic and what the source looked like before it."""
+
+    source: str
+    snapshot: str
+    start: int
+    end: int
+    mutations: int
+
+
+def produce_stream(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Stream:
+    """Create the source and its set, run the mixed workload through a relay onto the topic."""
+    source = _stack.create_database(sandbox, SOURCE)
+    _stack.execute(source, [_schema.ORDERS_DDL])
+    _stack.create_set(sandbox, SET, source, [_schema.ORDERS])
+    config = _stack.write_relay_yml(workdir / "relay-apply.yml", sandbox)
+    relay = _stack.RelayProcess(sandbox, config, SET, workdir / "relay-apply.log")
+    kafka = sandbox.kafka_config()
+    try:
+        # One row in and out: the relay leads, the topic exists, the source is empty again.
+        _stack.execute(source, [_schema.insert_orders(0, 1), _schema.delete_orders(0, 1)])
+        _stack.wait_for(lambda: _stack.queue_drained(source, SET), 90, "the apply relay", relay)
+        start = _stack.end_offset(kafka, _stack.topic_of(SET))
+        snapshot = str(_stack.fetch_value(source, "SELECT txid_current_snapshot()::text"))
+        plan = _workload.mixed_plan(settings.apply_mutations, CHUNK)
+        conn = psycopg2.connect(source)
+        try:
+            for steps in plan:
+                with conn, conn.cursor() as cursor:
+                    for step in steps:
+                        statement = {
+                            "insert": _schema.insert_orders,
+                            "update": _schema.update_orders,
+                            "delete": _schema.delete_orders,
+                        }[step.operation]
+                        cursor.execute(statement(step.first, step.count))
+        finally:
+            conn.close()
+        _stack.wait_for(
+            lambda: _stack.queue_drained(source, SET),
+            max(120.0, settings.apply_mutations / 500),
+            "the relay to publish the apply workload",
+            relay,
+        )
+        end = _stack.end_offset(kafka, _stack.topic_of(SET))
+    finally:
+        relay.stop()
+    return Stream(source, snapshot, start, end, _workload.total_mutations(plan))
+
+
+def worker_run(
+    sandbox: SandboxConnection, stream: Stream, tables: list[TableShape]
+) -> tuple[float, int, _proc.Usage]:
+    """Seconds, mutations applied and resource use of one worker pass over the stream."""
+    kafka = sandbox.kafka_config()
+    properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
+    target = CountingTarget(PostgresTarget(_stack.create_database(sandbox, TARGET)), stream.end)
+    reader = KafkaStream(
+        kafka["bootstrap.servers"], _stack.topic_of(SET), properties, poll_timeout=0.2
+    )
+    configuration = ReplicationConfiguration(
+        spark=SparkSettings(), loader=PostgresSnapshotLoader(), stream=reader, target=target
+    )
+    set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
+    worker = Worker(_stack.CLUSTER, SET, set_configuration, configuration, spark=None)
+    state = WorkerState("streaming", stream.snapshot, stream.start)
+    target.open(_stack.CLUSTER, SET, tables)
+    reader.open(_stack.topic_of(SET))
+    try:
+        target.begin_snapshot(WorkerState("snapshot", stream.snapshot, stream.start))
+        target.finish_snapshot(state)
+        pids = _proc.family(os.getpid())
+        _proc.reset_peak(pids)
+        before = _proc.usage(pids)
+        started = time.monotonic()
+        worker.stream(state, target.done)
+        seconds = time.monotonic() - started
+        after = _proc.usage(pids)
+        copied = _stack.fetch_value(
+            target.target.dsn,
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("public", _schema.ORDERS)),
+        )
+    finally:
+        reader.close()
+        target.close()
+    expected = _stack.fetch_value(
+        stream.source,
+        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("public", _schema.ORDERS)),
+    )
+    if copied != expected:
+        raise RuntimeError(
+            f"after applying the stream the target holds {copied!r} orders, the source "
+            f"{expected!r}; the worker run is not valid"
+        )
+    usage = _proc.Usage(after.cpu_seconds - before.cpu_seconds, after.peak_rss)
+    return seconds, target.mutations, usage
+
+
+def binary_rows(source: str, rows: int) -> bytes:
+    """``rows`` orders in COPY binary format (generated on the source, not inserted)."""
+    query = sql.SQL("COPY (SELECT * FROM ({}) AS o) TO STDOUT (FORMAT binary)").format(
+        sql.SQL(
+            "SELECT i AS id, (i * 7919) % 100000 AS customer_id, 'paid'::text AS status,"
+            " (((i * 37) % 100000) / 100.0)::numeric(12, 2) AS total, now() AS created_at,"
+            " md5(i::text) || md5((i + 1)::text) AS note"
+            " FROM generate_series(1::bigint, {}::bigint) AS i"
+        ).format(sql.Literal(rows))
+    )
+    buffer = io.BytesIO()
+    conn = _stack.connect_autocommit(source)
+    try:
+        with conn.cursor() as cursor:
+            cursor.copy_expert(query.as_string(conn), buffer)
+    finally:
+        conn.close()
+    return buffer.getvalue()
+
+
+def copy_run(target: str, data: bytes) -> float:
+    """Seconds of one binary COPY of ``data`` into an emptied copy of the orders table."""
+    table = sql.Identifier("public", COPY_TABLE)
+    conn = psycopg2.connect(target)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(sql.SQL("TRUNCATE {}").format(table))
+            conn.commit()
+            started = time.monotonic()
+            copy = sql.SQL("COPY {} FROM STDIN (FORMAT binary)").format(table)
+            cursor.copy_expert(copy.as_string(conn), io.BytesIO(data))
+            conn.commit()
+            return time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> ApplyRuns:
+    stream = produce_stream(sandbox, settings, workdir)
+    tables = read_table_shapes(_stack.set_configuration(stream.source, [_schema.ORDERS]))
+    copy_target = _stack.create_database(sandbox, f"{TARGET}_copy")
+    _stack.execute(copy_target, [_schema.ORDERS_DDL])
+    _stack.execute(
+        copy_target,
+        [
+            sql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                sql.Identifier("public", _schema.ORDERS), sql.Identifier(COPY_TABLE)
+            )
+        ],
+    )
+    data = binary_rows(stream.source, stream.mutations)
+    runs = ApplyRuns(mutations=stream.mutations)
+    for number, variant in schedule(settings.rounds, ["worker", "copy"]):
+        if variant == "worker":
+            seconds, mutations, usage = worker_run(sandbox, stream, tables)
+            if mutations != stream.mutations:
+                raise RuntimeError(
+                    f"the worker applied {mutations!r} mutations, the workload made "
+                    f"{stream.mutations!r}"
+                )
+            runs.worker_rates.append(mutations / seconds)
+            runs.cpu_per_million.append(per_million(usage.cpu_seconds, mutations) or 0.0)
+            runs.peak_rss_mb.append(usage.peak_rss / (1 << 20))
+            rate = runs.worker_rates[-1]
+        else:
+            runs.copy_rates.append(stream.mutations / copy_run(copy_target, data))
+            rate = runs.copy_rates[-1]
+        log.info("apply round %d %s: %.0f rows/s", number + 1, variant, rate)
+    return runs
+
+
+def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
+    details = {"mutations": runs.mutations, "mix": "4 insert : 2 update : 1 delete"}
+    return [
+        Figure(
+            key="apply.rows",
+            title="apply, mixed stream into PostgreSQL (mutations/s)",
+            unit="/s",
+            values=runs.worker_rates,
+            baseline=runs.copy_rates,
+            baseline_title="binary COPY, same row count",
+            goals=(Goal("ratio", ">=", 0.2),),
+            details=details,
+        ),
+        Figure(
+            key="worker.cpu",
+            title="worker CPU seconds per million events (with Spark's JVM)",
+            unit="s",
+            values=runs.cpu_per_million,
+            details=details,
+        ),
+        Figure(
+            key="worker.rss",
+            title="worker peak RSS during a run (with Spark's JVM)",
+            unit="MiB",
+            values=runs.peak_rss_mb,
+            details=details,
+        ),
+    ]
