@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for noisy in ("pgshovel", "kazoo", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger(_stack.KAFKA_LOG.name).setLevel(logging.ERROR)
     bench = settings(options.mode)
     groups = options.only or list(GROUPS)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

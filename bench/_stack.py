@@ -8,6 +8,7 @@ always stopped by their PID.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -34,6 +35,8 @@ from pgshovel.sandbox import SandboxConnection
 CLUSTER = "bench"
 RELAY = Path(sys.executable).with_name("pgshovel-relay")
 ROOT = Path(__file__).resolve().parents[1]
+#: librdkafka's own messages (e.g. warnings about the 0.9 broker's properties) go here.
+KAFKA_LOG = logging.getLogger("bench.kafka")
 
 
 def connect_autocommit(dsn: str) -> connection:
@@ -232,7 +235,10 @@ def tick(dsn: str, set_name: str) -> None:
 
 def end_offset(kafka_config: Mapping[str, str], topic: str) -> int:
     """The offset the next message of ``topic`` will get (0 for a topic not created yet)."""
-    consumer = Consumer({**kafka_config, "group.id": "pgshovel-bench", "enable.auto.commit": False})
+    consumer = Consumer(
+        {**kafka_config, "group.id": "pgshovel-bench", "enable.auto.commit": False},
+        logger=KAFKA_LOG,
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=10)
         described = metadata.topics.get(topic)
@@ -253,7 +259,8 @@ def message_sizes(
             "group.id": "pgshovel-bench",
             "enable.auto.commit": False,
             "fetch.message.max.bytes": 8 << 20,
-        }
+        },
+        logger=KAFKA_LOG,
     )
     sizes: list[int] = []
     try:

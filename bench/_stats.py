@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 
 def schedule(rounds: int, variants: Sequence[str]) -> list[tuple[int, str]]:
-    """(round, variant) in run order: every variant once per round, order flipped every other round."""
+    """(round, variant) in run order: every variant once a round, order flipped each other round."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds!r}")
     if not variants:

@@ -101,7 +101,8 @@ def one_round(dsn: str, kafka: dict[str, str], settings: Settings) -> tuple[list
             "group.id": "pgshovel-bench-latency",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 5,
-        }
+        },
+        logger=_stack.KAFKA_LOG,
     )
     latencies: list[float] = []
     writer = PacedWriter(

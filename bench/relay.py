@@ -129,7 +129,7 @@ def relay_run(bench: RelayBench, events: int) -> tuple[float, int, _proc.Usage, 
 def producer_run(kafka: dict[str, str], sizes: list[int]) -> float:
     """Messages/s of a raw producer with the relay's settings, one flush at the end."""
     settings = producer_settings(kafka["bootstrap.servers"], kafka)
-    producer = Producer(settings)
+    producer = Producer(settings, logger=_stack.KAFKA_LOG)
     payloads = {size: b"x" * size for size in set(sizes)}
     failures: list[Any] = []
 
