@@ -92,6 +92,13 @@ class WorkerProcess:
         self.process.wait(timeout=30)
         self.log.close()
 
+    def ensure_stopped(self) -> None:
+        """Kill the worker's process group if it still runs (a test failed half way)."""
+        if self.process.poll() is None:
+            self.kill()
+        elif not self.log.closed:
+            self.log.close()
+
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout=120)

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from ._process import WorkerProcess
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
@@ -26,3 +28,12 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def worker_processes() -> Iterator[list[WorkerProcess]]:
+    """Worker subprocesses a test starts; whatever still runs is killed after the test."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.ensure_stopped()

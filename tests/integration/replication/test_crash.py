@@ -49,6 +49,7 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
     cluster_name: str,
     zookeeper: KazooClient,
     tmp_path: Path,
+    worker_processes: list[WorkerProcess],
 ) -> None:
     source, target = make_database("source"), make_database("target")
     execute(
@@ -71,9 +72,11 @@ def test_kill_during_snapshot_and_stream_then_restart_converges(
     )
 
     def start() -> WorkerProcess:
-        return WorkerProcess(
+        worker = WorkerProcess(
             replication_yml, cluster_name, sandbox.zookeeper_hosts, tmp_path / "worker.log"
         )
+        worker_processes.append(worker)
+        return worker
 
     phase = "SELECT phase FROM pgshovel_replication.worker_state"
     offset = "SELECT position_offset FROM pgshovel_replication.worker_state"

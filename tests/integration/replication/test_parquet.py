@@ -83,6 +83,7 @@ def test_change_log_and_current_state_survive_kill_and_restart(
     cluster_name: str,
     zookeeper: KazooClient,
     tmp_path: Path,
+    worker_processes: list[WorkerProcess],
 ) -> None:
     source = make_database("source")
     create_type_matrix(source, rows=2000)
@@ -103,9 +104,11 @@ def test_change_log_and_current_state_survive_kill_and_restart(
     )
 
     def start() -> WorkerProcess:
-        return WorkerProcess(
+        worker = WorkerProcess(
             replication_yml, cluster_name, sandbox.zookeeper_hosts, tmp_path / "worker.log"
         )
+        worker_processes.append(worker)
+        return worker
 
     worker = start()
     wait_for(
