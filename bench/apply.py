@@ -194,7 +194,8 @@ def binary_rows(source: str, rows: int) -> bytes:
     """``rows`` orders in COPY binary format (generated on the source, not inserted)."""
     query = sql.SQL("COPY (SELECT * FROM ({}) AS o) TO STDOUT (FORMAT binary)").format(
         sql.SQL(
-            "SELECT i AS id, (i * 7919) % 100000 AS customer_id, 'paid'::text AS status,"
+            "SELECT i AS id, ((i * 7919) % 100000)::integer AS customer_id,"
+            " 'paid'::text AS status,"
             " (((i * 37) % 100000) / 100.0)::numeric(12, 2) AS total, now() AS created_at,"
             " md5(i::text) || md5((i + 1)::text) AS note"
             " FROM generate_series(1::bigint, {}::bigint) AS i"
