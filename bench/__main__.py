@@ -124,7 +124,7 @@ class Suite:
                 lambda: snapshot.figures(snapshot.SnapshotRuns(), s),
             ),
             "apply": (
-                lambda: apply.figures(apply.measure(sb, s, wd), s),
+                lambda: apply.figures(apply.measure(sb, s, wd, self.profile), s),
                 lambda: apply.figures(apply.ApplyRuns(), s),
             ),
         }
@@ -161,7 +161,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="add one relay run under cProfile (not counted); top functions go to the JSON",
+        help="add one relay and one worker run under cProfile (not counted); "
+        "top functions go to the JSON and .bench/work/*-profile.txt",
     )
     return parser.parse_args(argv)
 

@@ -14,9 +14,11 @@ CPU seconds and peak RSS are this process's plus its children (Spark's JVM).
 
 from __future__ import annotations
 
+import cProfile
 import io
 import logging
 import os
+import pstats
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ class ApplyRuns:
     cpu_per_million: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
     mutations: int = 0
+    profile: list[str] = field(default_factory=list)
 
 
 class CountingTarget:
@@ -143,7 +146,10 @@ def produce_stream(sandbox: SandboxConnection, settings: Settings, workdir: Path
 
 
 def worker_run(
-    sandbox: SandboxConnection, stream: Stream, tables: list[TableShape]
+    sandbox: SandboxConnection,
+    stream: Stream,
+    tables: list[TableShape],
+    profiler: cProfile.Profile | None = None,
 ) -> tuple[float, int, _proc.Usage]:
     """Seconds, mutations applied and resource use of one worker pass over the stream."""
     kafka = sandbox.kafka_config()
@@ -167,7 +173,13 @@ def worker_run(
         _proc.reset_peak(pids)
         before = _proc.usage(pids)
         started = time.monotonic()
-        worker.stream(state, target.done)
+        if profiler is not None:
+            profiler.enable()
+        try:
+            worker.stream(state, target.done)
+        finally:
+            if profiler is not None:
+                profiler.disable()
         seconds = time.monotonic() - started
         after = _proc.usage(pids)
         copied = _stack.fetch_value(
@@ -228,7 +240,24 @@ def copy_run(target: str, data: bytes) -> float:
         conn.close()
 
 
-def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> ApplyRuns:
+def profiled_run(
+    sandbox: SandboxConnection, stream: Stream, tables: list[TableShape], workdir: Path
+) -> list[str]:
+    """One extra worker pass under cProfile (not counted); its top functions by own time."""
+    profiler = cProfile.Profile()
+    worker_run(sandbox, stream, tables, profiler)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
+    (workdir / "worker-apply-profile.txt").write_text(text.getvalue())
+    table = text.getvalue().split("ncalls", 1)[-1].splitlines()[1:26]
+    return [" ".join(line.split()) for line in table if line.strip()]
+
+
+def measure(
+    sandbox: SandboxConnection, settings: Settings, workdir: Path, profile: bool = False
+) -> ApplyRuns:
     stream = produce_stream(sandbox, settings, workdir)
     tables = read_table_shapes(_stack.set_configuration(stream.source, [_schema.ORDERS]))
     copy_target = _stack.create_database(sandbox, f"{TARGET}_copy")
@@ -259,11 +288,16 @@ def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Ap
             runs.copy_rates.append(stream.mutations / copy_run(copy_target, data))
             rate = runs.copy_rates[-1]
         log.info("apply round %d %s: %.0f rows/s", number + 1, variant, rate)
+    if profile:
+        runs.profile = profiled_run(sandbox, stream, tables, workdir)
     return runs
 
 
 def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
-    details = {"mutations": runs.mutations, "mix": "4 insert : 2 update : 1 delete"}
+    details: dict[str, Any] = {
+        "mutations": runs.mutations,
+        "mix": "4 insert : 2 update : 1 delete",
+    }
     return [
         Figure(
             key="apply.rows",
@@ -273,7 +307,7 @@ def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
             baseline=runs.copy_rates,
             baseline_title="binary COPY, same row count",
             goals=(Goal("ratio", ">=", 0.2),),
-            details=details,
+            details={**details, "profile_tottime_top": runs.profile},
         ),
         Figure(
             key="worker.cpu",
