@@ -17,5 +17,16 @@ tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
+from pgshovel.sandbox._startup import start_kafka, stop_kafka
 
-__all__ = ["SandboxConnection", "ServiceStatus", "load", "start", "status", "stop", "terminate"]
+__all__ = [
+    "SandboxConnection",
+    "ServiceStatus",
+    "load",
+    "start",
+    "start_kafka",
+    "status",
+    "stop",
+    "stop_kafka",
+    "terminate",
+]

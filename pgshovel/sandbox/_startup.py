@@ -8,6 +8,7 @@ again before the error propagates; ``sandbox.json`` is written only at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -202,3 +203,49 @@ def _timed(service: str, began: float, port: int) -> float:
     now = time.monotonic()
     log.info("%s ready on 127.0.0.1:%d in %.1f s", service, port, now - began)
     return now
+
+
+def _current(connection: SandboxConnection) -> SandboxConnection:
+    """The record as written now (a restart changes the broker's PID)."""
+    state_file = Path(connection.state_dir) / _state.STATE_FILE
+    return SandboxConnection.from_json(state_file.read_text(encoding="utf-8"), str(state_file))
+
+
+def stop_kafka(connection: SandboxConnection) -> None:
+    """Stop only the broker (failure tests: Kafka going away under a running relay)."""
+    connection = _current(connection)
+    state_dir = Path(connection.state_dir)
+    location = _state.location(state_dir, connection)
+    marker = _state.markers(state_dir, location)["kafka"]
+    _state.stop_one("kafka", connection.pids["kafka"], marker, location)
+
+
+def start_kafka(connection: SandboxConnection, timeout: float = 90.0) -> SandboxConnection:
+    """Start the broker again on its recorded port; returns (and records) the new PID."""
+    connection = _current(connection)
+    state_dir = Path(connection.state_dir)
+    location = _state.location(state_dir, connection)
+    marker = _state.markers(state_dir, location)["kafka"]
+    ports, pids = dict(connection.ports), dict(connection.pids)
+
+    def spawn(port: int) -> int:
+        _kafka.forget_previous_broker(ports["zookeeper"])
+        log_file = _state.log_file(state_dir, "kafka")
+        return _kafka.start(state_dir, port, ports["zookeeper"], log_file)
+
+    def answers(pid: int, port: int) -> bool:
+        return _kafka.answers(pid, port, KAFKA_09_PROPERTIES)
+
+    def stop(pid: int) -> None:
+        _state.stop_one("kafka", pid, marker, location)
+
+    _launch(state_dir, "kafka", ports, pids, timeout, spawn, answers, stop)
+    if ports["kafka"] != connection.ports["kafka"]:
+        stop(pids["kafka"])
+        raise SandboxError(
+            f"kafka's port {connection.ports['kafka']} was taken meanwhile; restart the sandbox"
+        )
+    _kafka.warm_up(ports["kafka"], KAFKA_09_PROPERTIES, timeout)
+    updated = dataclasses.replace(connection, pids=pids)
+    _state.write_atomically(state_dir / _state.STATE_FILE, updated.to_json())
+    return updated
