@@ -84,10 +84,19 @@ class BatchPublisher:
         self.writer.push(messages)
 
     def publish(self, batch: BatchInfo) -> int:
-        """Publish one batch and finish it; returns the number of mutations."""
+        """Publish one batch and finish it; returns the number of mutations.
+
+        When ``decode`` also offers ``decode_into(row, mutation)`` (as
+        ``EventDecoder`` does), each mutation is decoded straight into the
+        message that carries it, and stamped only once decoded: no copy, and a
+        row that fails to decode takes no sequence number.
+        """
         started = time.monotonic()
         identifier = stream_pb2.BatchIdentifier(id=batch.id, node=self.node)
         publisher = self.publisher
+        decode_into = getattr(self.decode, "decode_into", None)
+        new_message = stream_pb2.Message
+        stamp = publisher.stamp
         messages = [
             publisher.begin(
                 identifier,
@@ -101,8 +110,15 @@ class BatchPublisher:
         size_before = getattr(self.writer, "bytes_sent", 0)
         try:
             for chunk in self.queue.events(batch):
-                for row in chunk:
-                    messages.append(publisher.mutation(identifier, self.decode(row)))
+                append = messages.append
+                if decode_into is None:
+                    for row in chunk:
+                        append(publisher.mutation(identifier, self.decode(row)))
+                else:
+                    for row in chunk:
+                        message = new_message()
+                        decode_into(row, message.operation.mutation)
+                        append(stamp(identifier, message))
                 count += len(chunk)
                 if len(messages) >= PUSH_CHUNK:
                     self._push(messages)

@@ -29,7 +29,10 @@ _TOKEN_RE = re.compile(
 )
 _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
 _NEEDS_QUOTES_RE = re.compile(r'[ \t\n\r\v\f"\\{},]')
-_FAST_PATH_BREAKERS = ('"', "\\", "{", "}")
+# Text of a flat array free of these needs no tokenizer; free of whitespace too,
+# it is just its elements between commas.
+_FAST_PATH_BREAKER = re.compile(r'["\\{}]').search
+_PLAIN_BREAKER = re.compile(r'["\\{}\s]').search
 
 Shape = tuple[list[int], list[int]]
 
@@ -160,13 +163,16 @@ def _parse_decoration(decoration: str) -> list[tuple[int, int]]:
 
 def parse_array(text: str) -> tuple[list[int], list[int], list[str | None]]:
     """``(dimensions, lower bounds, elements)`` of an array literal."""
-    if (
-        text.startswith("{")
-        and text.endswith("}")
-        and not any(breaker in text[1:-1] for breaker in _FAST_PATH_BREAKERS)
-    ):
-        elements = _split_simple(text[1:-1])
-        return ([len(elements)], [1], elements) if elements else ([], [], [])
+    if text.startswith("{") and text.endswith("}"):
+        end = len(text) - 1
+        if _PLAIN_BREAKER(text, 1, end) is None:
+            # The common case: a flat array of bare, non-NULL elements.
+            plain = text[1:end].split(",")
+            if "" not in plain and "NULL" not in text.upper():
+                return [len(plain)], [1], cast("list[str | None]", plain)
+        if _FAST_PATH_BREAKER(text, 1, end) is None:
+            elements = _split_simple(text[1:end])
+            return ([len(elements)], [1], elements) if elements else ([], [], [])
     position = 0
     declared: list[tuple[int, int]] | None = None
     decoration = _DECORATION_RE.match(text)

@@ -175,9 +175,9 @@ def _string_array_filler(element_type: str) -> Filler:
         add = array.elements.add
         for item in items:
             if item is None:
-                add(null=NULL)
+                add().null = NULL
             else:
-                add(string=item)
+                add().string = item
 
     return fill
 

@@ -42,6 +42,13 @@ _CLOCK = r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?"
 _TIMESTAMP_RE = re.compile(r"([0-9]{4,})-([0-9]{2})-([0-9]{2}) " + _CLOCK + _OFFSET + r"( BC)?")
 _DATE_RE = re.compile(r"([0-9]{4,})-([0-9]{2})-([0-9]{2})( BC)?")
 _TIME_RE = re.compile(_CLOCK + _OFFSET)
+# The form almost every timestamp of a stream takes (four-digit year, AD, UTC):
+# its text up to the minute is looked up in a cache of validated minutes.
+_COMMON_TIMESTAMP = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?(\+00)?"
+).fullmatch
+_MINUTES: dict[str, int] = {}
+_MAX_CACHED_MINUTES = 65_536
 _INTERVAL_CLOCK_RE = re.compile(r"([+-]?)([0-9]+):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?")
 _INTERVAL_NUMBER_RE = re.compile(r"[+-]?[0-9]+")
 # PostgreSQL prints the smallest time part, -2^63 microseconds, as
@@ -128,8 +135,37 @@ def _format_clock(micros: int) -> str:
     return f"{hour:02d}:{minute:02d}:{second:02d}{_format_fraction(fraction)}"
 
 
+def _minute_micros(minute: str) -> int | None:
+    """Micros of a ``YYYY-MM-DD HH:MM`` text, or None when it is no valid minute."""
+    hour, minutes = int(minute[11:13]), int(minute[14:16])
+    if hour > 23 or minutes > 59:
+        return None  # 24:00:00 and errors take the general path
+    try:
+        days = _civil_days(minute[:4], minute[5:7], minute[8:10], False)
+    except ValueError:
+        return None
+    micros = days * USECS_PER_DAY + hour * USECS_PER_HOUR + minutes * USECS_PER_MINUTE
+    if len(_MINUTES) >= _MAX_CACHED_MINUTES:
+        _MINUTES.clear()
+    _MINUTES[minute] = micros
+    return micros
+
+
 def parse_timestamp(text: str, with_zone: bool) -> tuple[int, int]:
     """``(micros since 1970-01-01 (UTC if with_zone), infinity code)`` of the text."""
+    common = _COMMON_TIMESTAMP(text)
+    if common is not None:
+        minute, second, fraction, utc = common.groups()
+        base = _MINUTES.get(minute)
+        if base is None:
+            base = _minute_micros(minute)
+        # Years 0001-9999 are always in range; a leap second or an offset on a
+        # timestamp without time zone takes the general path, which rejects it.
+        if base is not None and second < "60" and (with_zone or utc is None):
+            micros = base + int(second) * USECS_PER_SECOND
+            if fraction:
+                micros += int(fraction.ljust(6, "0"))
+            return micros, FINITE
     if text == "infinity":
         return 0, POSITIVE
     if text == "-infinity":
