@@ -95,7 +95,7 @@ def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool) -> None:
 
 @cli.group("set")
 def set_group() -> None:
-    """Create, update, drop, list and inspect replication sets."""
+    """Create, update, drop, list, inspect and tail replication sets."""
 
 
 set_file = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
