@@ -81,6 +81,13 @@ class PgqQueue:
             self._ticker = _connect(self._dsn, autocommit=True)
         return self._ticker
 
+    def connection_lost(self) -> bool:
+        """Whether a connection to the source broke (the caller should start over)."""
+        return any(
+            connection is not None and connection.closed
+            for connection in (self._ticker, self._batches)
+        )
+
     def close(self) -> None:
         for connection in (self._ticker, self._batches):
             if connection is not None and not connection.closed:

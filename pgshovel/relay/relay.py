@@ -22,8 +22,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psycopg2
+
 from pgshovel.abc import StreamWriter
-from pgshovel.errors import PgshovelError, RelayError
+from pgshovel.errors import DatabaseError, PgshovelError, RelayError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import BatchInfo, PgqQueue, TickInfo
@@ -214,7 +216,12 @@ def lead(
     on_error: str,
     retry_interval: float,
 ) -> None:
-    """Publish batches until asked to stop, leadership is lost, or the set is dropped."""
+    """Publish batches until asked to stop, leadership is lost, or the set is dropped.
+
+    A failed batch ends the relay with ``on_error: exit``. With ``on_error:
+    log`` it is logged and retried after ``retry_interval``; a lost source
+    connection raises ``DatabaseError`` so the caller reconnects everything.
+    """
     while not stop.is_set() and not lost.is_set() and publisher.state.exists:
         try:
             pacer.maybe_tick()
@@ -226,9 +233,14 @@ def lead(
                 publisher.queue.abandon()
                 break
             publisher.publish(batch)
+        except psycopg2.Error as error:
+            publisher.metrics.errors += 1
+            raise DatabaseError(f"the source database failed: {error}".strip()) from error
         except PgshovelError as error:
             publisher.metrics.errors += 1
             if on_error == "exit":
                 raise
             log.error("batch failed (on_error: log; retrying in %.1fs): %s", retry_interval, error)
+            if isinstance(error, DatabaseError) and publisher.queue.connection_lost():
+                raise
             stop.wait(retry_interval)

@@ -26,7 +26,7 @@ from pgshovel.admin.database import read_node_id
 from pgshovel.cluster import names
 from pgshovel.cluster.sets import read_set
 from pgshovel.cluster.versions import set_version
-from pgshovel.errors import ConfigurationError, PgshovelError, RelayError
+from pgshovel.errors import ConfigurationError, DatabaseError, PgshovelError, RelayError
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
@@ -173,6 +173,15 @@ class Relay:
                     settings.on_error,
                     settings.retry_interval,
                 )
+            except DatabaseError as error:
+                if settings.on_error == "exit":
+                    raise
+                log.error(
+                    "source database failed (on_error: log; reconnecting in %.1fs): %s",
+                    settings.retry_interval,
+                    error,
+                )
+                self.stop.wait(settings.retry_interval)
             finally:
                 self.metrics.leader = False
                 queue.close()
