@@ -8,7 +8,7 @@ import pytest
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import QueueEvent, build_mutation
+from pgshovel.relay.events import EventDecoder, QueueEvent, build_mutation
 
 TYPES = {"id": "int8", "price": "numeric", "note": "text"}
 
@@ -53,3 +53,62 @@ def test_a_column_unknown_to_the_catalog_keeps_its_text() -> None:
 def test_an_unknown_event_type_is_an_error() -> None:
     with pytest.raises(CodecError, match="type 'X'"):
         build_mutation(_event("X", ""), [None, None], TYPES, [])
+
+
+class _Catalog(EventDecoder):
+    """An EventDecoder whose catalog is a dict (the only part that reads the database)."""
+
+    def __init__(self, tables: dict[tuple[str, str], dict[str, str]]) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self.tables = tables
+        self.lookups: list[tuple[str, str]] = []
+
+    def _load(self, table: tuple[str, str]) -> dict[str, str]:
+        self.lookups.append(table)
+        return dict(self.tables.get(table, {}))
+
+
+UPDATE = '[{"note": "a", "id": "1", "price": "1.50"}, {"note": null, "id": "2", "price": "NaN"}]'
+
+
+def test_decoding_into_a_message_equals_building_the_mutation() -> None:
+    event = _event("U", UPDATE)
+    decoder = _Catalog({("Sales", "Or ders"): TYPES})
+    message = stream_pb2.Message()
+    decoder.decode_into(tuple(event), message.operation.mutation)
+    expected = build_mutation(event, json.loads(UPDATE), TYPES, ["id"])
+    assert message.operation.mutation == expected
+    assert decoder(tuple(event)) == expected
+    assert decoder.decode(event) == expected
+    assert decoder.lookups == [("Sales", "Or ders")]  # the catalog is read once per table
+
+
+def test_a_column_added_since_the_catalog_was_read_is_looked_up_again() -> None:
+    decoder = _Catalog({("Sales", "Or ders"): TYPES})
+    decoder.decode(_event("I", '[null, {"id": "1"}]'))
+    decoder.tables[("Sales", "Or ders")] = {**TYPES, "added": "int4"}
+    mutation = decoder.decode(_event("I", '[null, {"id": "2", "added": "7"}]'))
+    assert [(c.name, c.value.WhichOneof("kind")) for c in mutation.new.columns] == [
+        ("id", "int64"),
+        ("added", "int64"),
+    ]
+    assert len(decoder.lookups) == 2
+
+
+def test_a_bad_value_is_a_codec_error_naming_type_and_text() -> None:
+    decoder = _Catalog({("Sales", "Or ders"): TYPES})
+    with pytest.raises(CodecError, match=r"cannot decode numeric text '1,5'"):
+        decoder.decode(_event("I", '[null, {"id": "1", "price": "1,5"}]'))
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ("[null", "not JSON"),
+        ('{"id": "1"}', r"expected \[old, new\]"),
+        ('[null, ["1"]]', "objects or nulls"),
+    ],
+)
+def test_data_no_capture_trigger_writes_is_a_codec_error(data: str, problem: str) -> None:
+    with pytest.raises(CodecError, match=problem):
+        _Catalog({}).decode(_event("I", data))

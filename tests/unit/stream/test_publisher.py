@@ -14,10 +14,11 @@ from pgshovel.stream.validation import StreamValidator
 
 NODE = uuid.UUID(int=0xA).bytes
 PUBLISHER = uuid.UUID(int=0xB).bytes
+OTHER_NODE = uuid.UUID(int=0xC).bytes
 
 
-def batch_id(number: int) -> stream_pb2.BatchIdentifier:
-    return stream_pb2.BatchIdentifier(id=number, node=NODE)
+def batch_id(number: int, node: bytes = NODE) -> stream_pb2.BatchIdentifier:
+    return stream_pb2.BatchIdentifier(id=number, node=node)
 
 
 def tick(number: int) -> stream_pb2.Tick:
@@ -171,3 +172,41 @@ def test_repr_shows_uuid_epoch_and_next_sequence() -> None:
     assert repr(publisher) == (
         f"Publisher(id={uuid.UUID(bytes=PUBLISHER)}, epoch=2, next_sequence=0)"
     )
+
+
+def test_stamping_a_message_built_in_place_equals_framing_a_copy() -> None:
+    copying = Publisher(epoch=2, publisher=PUBLISHER, clock=Clock())
+    stamping = Publisher(epoch=2, publisher=PUBLISHER, clock=Clock())
+    copying.begin(batch_id(1), tick(1), tick(2), "v1")
+    stamping.begin(batch_id(1), tick(1), tick(2), "v1")
+    built = stream_pb2.Message()
+    built.operation.mutation.CopyFrom(mutation(4))
+    stamped = stamping.stamp(batch_id(1), built)
+    assert stamped is built
+    assert (
+        stamped.SerializeToString()
+        == copying.mutation(batch_id(1), mutation(4)).SerializeToString()
+    )
+    assert stamping.next_sequence == 2
+
+
+def test_each_batch_gets_its_own_identifier_in_every_header() -> None:
+    publisher = Publisher(epoch=1, publisher=PUBLISHER, clock=Clock())
+    framed = [
+        *publisher.frame_batch(batch_id(1), tick(1), tick(2), "v1", [mutation(1)]),
+        *publisher.frame_batch(batch_id(2), tick(2), tick(3), "v1", [mutation(2)]),
+        publisher.stamp(batch_id(3, OTHER_NODE), stream_pb2.Message()),
+        publisher.rollback(batch_id(3)),
+    ]
+    assert [(m.operation.batch.id, m.operation.batch.node) for m in framed] == [
+        (1, NODE),
+        (1, NODE),
+        (1, NODE),
+        (2, NODE),
+        (2, NODE),
+        (2, NODE),
+        (3, OTHER_NODE),
+        (3, NODE),
+    ]
+    assert [m.header.sequence for m in framed] == list(range(8))
+    assert {(m.header.publisher, m.header.epoch) for m in framed} == {(PUBLISHER, 1)}

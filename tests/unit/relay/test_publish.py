@@ -1,0 +1,134 @@
+"""BatchPublisher.publish: decoding in place frames the same stream, and failures stay gapless.
+
+The queue, the writer and the catalog are small in-memory stand-ins: publish's
+framing and its failure handling are what is under test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from pgshovel.errors import CodecError
+from pgshovel.protocol import stream_pb2
+from pgshovel.relay import relay as relay_module
+from pgshovel.relay.events import EventDecoder
+from pgshovel.relay.metrics import RelayMetrics
+from pgshovel.relay.queue import BatchInfo, TickInfo
+from pgshovel.relay.relay import BatchPublisher, SetState
+
+NODE = b"\x01" * 16
+TYPES = {"id": "int8", "placed_at": "timestamptz", "tags": "_text", "total": "numeric"}
+
+
+def _row(number: int, total: str = "1.50") -> tuple[Any, ...]:
+    new = {
+        "id": str(number),
+        "tags": "{a,b}",
+        "total": total,
+        "placed_at": f"2024-03-15 12:34:{number % 60:02d}.5+00",
+    }
+    data = json.dumps([None, new])
+    return (number, 1_700_000_000_000_000, 900, "I", data, "public", "orders", "v1", '["id"]')
+
+
+class Catalog(EventDecoder):
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+
+    def _load(self, table: tuple[str, str]) -> dict[str, str]:
+        return dict(TYPES)
+
+
+class Queue:
+    def __init__(self, chunks: list[list[tuple[Any, ...]]]) -> None:
+        self.chunks = chunks
+        self.finished: list[int] = []
+        self.abandoned = 0
+
+    def events(self, batch: BatchInfo) -> Iterator[list[tuple[Any, ...]]]:
+        yield from self.chunks
+
+    def finish(self, batch: BatchInfo) -> None:
+        self.finished.append(batch.id)
+
+    def abandon(self) -> None:
+        self.abandoned += 1
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.stream: list[stream_pb2.Message] = []
+
+    def push(self, messages: Sequence[stream_pb2.Message]) -> None:
+        self.stream.extend(stream_pb2.Message.FromString(m.SerializeToString()) for m in messages)
+
+    def close(self) -> None:
+        pass
+
+
+def _batch(number: int) -> BatchInfo:
+    return BatchInfo(number, TickInfo(1, "10:12:11", 5), TickInfo(2, "12:14:", 6))
+
+
+def _publisher(queue: Queue, writer: Writer, decode: Any) -> BatchPublisher:
+    return BatchPublisher(
+        queue,  # type: ignore[arg-type]
+        writer,
+        decode,
+        NODE,
+        SetState("v1"),
+        RelayMetrics(),
+        epoch=4,
+    )
+
+
+def _without_stamps(message: stream_pb2.Message) -> bytes:
+    copy = stream_pb2.Message()
+    copy.CopyFrom(message)
+    copy.header.publisher = b""
+    copy.header.timestamp = 0
+    return copy.SerializeToString()
+
+
+def test_decoding_in_place_publishes_the_same_stream_as_copying() -> None:
+    chunks = [[_row(1), _row(2)], [_row(3)]]
+    decoder = Catalog()
+    in_place, copied = Writer(), Writer()
+    assert _publisher(Queue(chunks), in_place, decoder).publish(_batch(7)) == 3
+    _publisher(Queue(chunks), copied, lambda row: decoder(row)).publish(_batch(7))
+    assert [_without_stamps(m) for m in in_place.stream] == [
+        _without_stamps(m) for m in copied.stream
+    ]
+    kinds = [m.operation.WhichOneof("operation") for m in in_place.stream]
+    assert kinds == ["begin", "mutation", "mutation", "mutation", "commit"]
+    assert [m.header.sequence for m in in_place.stream] == [0, 1, 2, 3, 4]
+    assert [m.operation.mutation.new.columns[0].value.int64 for m in in_place.stream[1:4]] == [
+        1,
+        2,
+        3,
+    ]
+    assert {m.operation.batch.id for m in in_place.stream} == {7}
+
+
+def test_a_row_failing_to_decode_after_a_push_is_rolled_back_without_a_gap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(relay_module, "PUSH_CHUNK", 2)
+    writer = Writer()
+    bad = Queue([[_row(1), _row(2)], [_row(3), _row(4, total="1,5")]])
+    publisher = _publisher(bad, writer, Catalog())
+    with pytest.raises(CodecError, match="numeric text '1,5'"):
+        publisher.publish(_batch(7))
+    assert (bad.abandoned, bad.finished) == (1, [])
+    good = Queue([[_row(5)]])
+    publisher.queue = good  # type: ignore[assignment]
+    publisher.publish(_batch(7))
+    kinds = [m.operation.WhichOneof("operation") for m in writer.stream]
+    assert kinds == ["begin", "mutation", "mutation", "rollback", "begin", "mutation", "commit"]
+    assert [m.header.sequence for m in writer.stream] == list(range(7))
+    assert len({m.header.publisher for m in writer.stream}) == 1
+    assert good.finished == [7]
