@@ -2,10 +2,14 @@
 
 The driver opens a REPEATABLE READ transaction on the source, exports its
 snapshot and records ``txid_current_snapshot()``, picks key range boundaries
-from a sorted sample of each table's keys, and keeps that transaction open
+from a sorted sample of each table's keys (in a separate short transaction, so
+that the exporting one holds no table lock), and keeps that transaction open
 while Spark tasks (one per range) each import the snapshot and stream their
 range with ``COPY (SELECT ...) TO STDOUT`` into the target's snapshot sink.
-Every task therefore reads the same consistent state of every table.
+Every task therefore reads the same consistent state of every table. A
+TRUNCATE committed during the load (not MVCC-safe: later readers of the old
+snapshot see the table empty) reaches the target through the stream anyway,
+its transaction not being in the snapshot.
 """
 
 from __future__ import annotations
@@ -157,7 +161,15 @@ class PostgresSnapshotLoader:
             snapshot_id, txid_snapshot = row
             logger.info("exported snapshot %s (transactions %s)", snapshot_id, txid_snapshot)
             on_exported(txid_snapshot)
-            ranges, estimates = self.plan(connection, tables)
+            # Sampled in a transaction of its own: a sample read in the exporting
+            # transaction would hold each table's lock until the load ends, and a
+            # TRUNCATE queued behind that lock would block every later range of the
+            # table (and the source's writers) for good. Boundaries need no snapshot.
+            planner = sessions.connect(source_dsn, "pgshovel-replicate snapshot plan")
+            try:
+                ranges, estimates = self.plan(planner, tables)
+            finally:
+                planner.close()
             logger.info(
                 "loading %d table(s) in %d range(s): %s",
                 len(tables),

@@ -1,0 +1,238 @@
+"""The real processes of an end-to-end run: ``pgshovel-replicate`` beside the relay helpers.
+
+The worker runs as the installed console script in its own process group, so a
+kill -9 takes its Spark JVM down with it, exactly as a crash would. "Caught up"
+is judged as a user would: the relay drained the PgQ queue, and the position
+the worker committed with its data is the last message of the topic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+from psycopg2 import sql
+
+from pgshovel.replication import sessions
+from pgshovel.sandbox import SandboxConnection
+from tests.integration.capture._capture import SET
+from tests.integration.relay._relay import queue_drained
+
+from ._schema import Table
+
+REPLICATE = Path(sys.executable).with_name("pgshovel-replicate")
+
+
+def write_replication_yml(
+    path: Path,
+    kafka_config: Mapping[str, str],
+    topic: str,
+    target: Mapping[str, Any],
+    ranges_per_table: int = 4,
+) -> Path:
+    properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
+    document = {
+        "spark": {
+            "master": "local[2]",
+            "conf": {
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.default.parallelism": "2",
+            },
+        },
+        "loader": {
+            "path": "pgshovel.replication.loaders:PostgresSnapshotLoader",
+            "configuration": {"ranges_per_table": ranges_per_table, "progress_interval": 1.0},
+        },
+        "stream": {
+            "path": "pgshovel.replication.streams:KafkaStream",
+            "configuration": {
+                "bootstrap_servers": kafka_config["bootstrap.servers"],
+                "topic": topic,
+                "properties": properties,
+                "max_batch_messages": 2000,
+            },
+        },
+        "target": dict(target),
+    }
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    return path
+
+
+class WorkerProcess:
+    """``pgshovel-replicate replication.yml capture`` as a child process group."""
+
+    def __init__(
+        self, sandbox: SandboxConnection, cluster: str, configuration: Path, log: Path
+    ) -> None:
+        self.log_path = log
+        self._log = log.open("ab")
+        self.process = subprocess.Popen(
+            [str(REPLICATE), str(configuration), SET],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=dict(
+                os.environ,
+                PGSHOVEL_CLUSTER=cluster,
+                PGSHOVEL_ZOOKEEPER_HOSTS=sandbox.zookeeper_hosts,
+            ),
+            start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """kill -9 the whole process group (the CLI and its Spark JVM)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(30)
+        self._log.close()
+
+    def stop(self, timeout: float = 120.0) -> int:
+        """SIGTERM (stop after the current micro-batch); return the exit code."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"the worker ignored SIGTERM for {timeout}s") from None
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of the group
+        except ProcessLookupError:
+            pass
+        self._log.close()
+        return self.process.returncode
+
+    def ensure_stopped(self) -> None:
+        if self.alive():
+            self.kill()
+        elif not self._log.closed:
+            self._log.close()
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    what: str,
+    timeout: float = 120.0,
+    alive: Callable[[], bool] | None = None,
+    log: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``condition``; fail if ``alive()`` turns false or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        detail = f"\n--- log (tail) ---\n{log()[-4000:]}" if log is not None else ""
+        if alive is not None and not alive():
+            raise AssertionError(f"the process exited while waiting for {what}{detail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+        time.sleep(0.2)
+
+
+def worker_state(target: str, cluster: str) -> tuple[str, int | None] | None:
+    """(phase, stored offset) of the worker's state row in a PostgreSQL target, None if none."""
+    connection = sessions.connect(target)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
+            exists = cursor.fetchone()
+            if exists is None or not exists[0]:
+                return None
+            cursor.execute(
+                "SELECT phase, position_offset FROM pgshovel_replication.worker_state "
+                "WHERE cluster = %s AND set_name = %s",
+                (cluster, SET),
+            )
+            row = cursor.fetchone()
+        connection.rollback()
+    finally:
+        connection.close()
+    return None if row is None else (row[0], row[1])
+
+
+def parquet_state(path: Path) -> tuple[str, int | None] | None:
+    """(phase, stored offset) from a Parquet target's ``_state.json``, None if none."""
+    try:
+        document = json.loads((path / "_state.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    position = document.get("position")
+    return document["phase"], None if position is None else int(position["offset"])
+
+
+def count_rows(dsn: str, table: Table) -> int:
+    """Rows of a table, 0 while it does not exist yet."""
+    connection = sessions.connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT to_regclass(%s) IS NOT NULL", (table.identifier.as_string(cursor),)
+            )
+            found = cursor.fetchone()
+            if found is None or not found[0]:
+                return 0
+            cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(table.identifier))
+            counted = cursor.fetchone()
+        connection.rollback()
+    finally:
+        connection.close()
+    return 0 if counted is None else int(counted[0])
+
+
+def topic_end(kafka_config: Mapping[str, str], topic: str) -> int:
+    """The topic's end offset (the offset the next message will get)."""
+    consumer = Consumer({**kafka_config, "group.id": "pgshovel-e2e", "enable.auto.commit": "false"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    return int(high)
+
+
+def wait_caught_up(
+    source: str,
+    cluster: str,
+    kafka_config: Mapping[str, str],
+    topic: str,
+    stored_offset: Callable[[], int | None],
+    alive: Callable[[], bool],
+    log: Callable[[], str],
+    timeout: float = 180.0,
+) -> int:
+    """Wait for the relay to drain the queue, then for the worker to store the topic's end."""
+    wait_until(lambda: queue_drained(source, cluster), "the relay to drain the queue", timeout)
+    end = topic_end(kafka_config, topic)
+    wait_until(
+        lambda: (stored_offset() or -1) >= end - 1,
+        f"the worker to apply the topic up to offset {end - 1}",
+        timeout,
+        alive,
+        log,
+    )
+    return end
+
+
+def log_rates(log: str) -> dict[str, list[float]]:
+    """The snapshot rows/s and apply mutations/s the worker logged (for the report)."""
+    return {
+        "snapshot rows/s": [
+            float(value) for value in re.findall(r"rows in [\d.]+s \((\d+) rows/s\)", log)
+        ],
+        "apply mutations/s": [float(value) for value in re.findall(r"\((\d+) mutations/s\)", log)],
+    }
