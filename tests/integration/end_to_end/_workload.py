@@ -55,7 +55,12 @@ def _pick(table: Table, rng: random.Random, high: int) -> sql.Composable:
 
 
 class Workload:
-    """``threads`` writers on the source ``dsn``; ``start()``, then ``stop()`` returns counts."""
+    """``threads`` writers on the source ``dsn``; ``start()``, then ``stop()`` returns counts.
+
+    Counts: transactions ``committed`` and ``aborted``, ``truncates committed``,
+    ``deadlocks`` (rolled back), ``savepoint rollbacks``, and rows touched by
+    ``inserts``, ``updates``, ``key changes`` and ``deletes`` (rolled-back ones too).
+    """
 
     def __init__(self, dsn: str, threads: int, seed: int, pause: float = 0.004) -> None:
         self.dsn = dsn
@@ -74,17 +79,24 @@ class Workload:
             thread.start()
 
     def committed(self) -> int:
+        return self.count("committed")
+
+    def count(self, name: str) -> int:
         with self._lock:
-            return self.counts["committed"]
+            return self.counts[name]
 
     def wait_committed(self, more: int, timeout: float = 120.0) -> None:
         """Block until ``more`` further transactions have committed."""
-        goal = self.committed() + more
+        self.wait_count("committed", more, timeout)
+
+    def wait_count(self, name: str, more: int, timeout: float = 120.0) -> None:
+        """Block until the ``name`` count (see ``counts``) has grown by ``more``."""
+        goal = self.count(name) + more
         deadline = time.monotonic() + timeout
-        while self.committed() < goal:
+        while self.count(name) < goal:
             if self._errors or time.monotonic() > deadline:
                 raise AssertionError(
-                    f"the workload did not commit {more} more transactions "
+                    f"the workload did not reach {goal} {name} "
                     f"(counts {dict(self.counts)!r}, errors {self._errors!r})"
                 )
             time.sleep(0.05)
@@ -108,8 +120,9 @@ class Workload:
         try:
             while not self._stop.is_set():
                 try:
+                    truncate = index == 0 and rng.random() < 0.002
                     with connection.cursor() as cursor:
-                        if index == 0 and rng.random() < 0.01:
+                        if truncate:
                             self._truncate(cursor, rng, next_key.__next__)
                         else:
                             self._transaction(cursor, rng, next_key.__next__)
@@ -119,6 +132,7 @@ class Workload:
                     else:
                         connection.commit()
                         self._count("committed")
+                        self._count("truncates committed", int(truncate))
                 except (
                     psycopg2.errors.DeadlockDetected,
                     psycopg2.errors.SerializationFailure,
@@ -133,9 +147,8 @@ class Workload:
 
     def _truncate(self, cursor: Cursor, rng: random.Random, key: Callable[[], int]) -> None:
         cursor.execute(sql.SQL("TRUNCATE {}").format(PAIRS.identifier))
-        for _ in range(rng.randint(0, 3)):
+        for _ in range(rng.randint(0, 20)):
             self._insert(cursor, PAIRS, pairs_row(rng, rng.choice(REGIONS), key()))
-        self._count("truncates")
 
     def _transaction(self, cursor: Cursor, rng: random.Random, key: Callable[[], int]) -> None:
         for _ in range(rng.randint(1, 5)):

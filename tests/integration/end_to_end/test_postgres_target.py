@@ -83,7 +83,8 @@ def test_target_converges_while_the_source_keeps_changing(
             log=worker.output,
         )
         workload.wait_committed(150)
-        time.sleep(3)
+        workload.wait_count("truncates committed", 1)
+        time.sleep(2)
     finally:
         counts = workload.stop()
     run.wait_caught_up(worker, lambda: (worker_state(target, cluster_name) or ("", None))[1])
