@@ -5,10 +5,10 @@ overlap): ``acks=all``; ``enable.idempotence=true`` when the broker speaks the
 modern protocol, otherwise (a client configured with
 ``api.version.request=false``, i.e. a broker older than 0.10) one request in
 flight per connection so a retry can never reorder messages. Messages are
-produced asynchronously and flushed once per ``push``: never a synchronous
-round trip per message.
+produced asynchronously by ``push`` and waited for once per batch by
+``flush``: never a synchronous round trip per message.
 
-After a failed ``push`` the writer purges what it still holds and the relay
+After a failed ``push`` or ``flush`` the writer purges what it still holds and the relay
 starts a new publisher identity, so readers see the old publisher's open batch
 abandoned and the batch re-sent from sequence 0 of the new one.
 """
@@ -78,6 +78,7 @@ class KafkaWriter:
         self._producer: Producer | None = None
         self._failure: KafkaError | None = None
         self._bytes = 0
+        self._pending = 0
 
     def bind(self, default_topic: str) -> None:
         """Called by the relay with ``<cluster>.<set>``; a configured topic wins."""
@@ -98,14 +99,13 @@ class KafkaWriter:
         return self._producer
 
     def push(self, messages: Sequence[stream_pb2.Message]) -> None:
-        """Produce every message, then wait until all are acknowledged (or raise)."""
+        """Produce every message asynchronously, in order (see ``flush``)."""
         if self.topic is None:
             raise RelayError("kafka writer has no topic: bind() was not called")
         producer = self._ensure_producer()
         produce = producer.produce
         callback = self._delivered
         topic = self.topic
-        self._failure = None
         size = 0
         try:
             for message in messages:
@@ -120,20 +120,33 @@ class KafkaWriter:
                         producer.poll(0.1)
                 if self._failure is not None:
                     break
-            remaining = producer.flush(self.flush_timeout)
+            producer.poll(0)
         except KafkaException as error:
-            raise RelayError(f"kafka produce to {topic!r} failed: {error}") from error
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
             self.reset()
-            raise RelayError(f"kafka did not acknowledge a message on {topic!r}: {failure}")
+            raise RelayError(f"kafka produce to {topic!r} failed: {error}") from error
+        self._pending += size
+        self._raise_failure()
+
+    def flush(self) -> None:
+        """Wait until every pushed message is acknowledged; raise if one was not."""
+        if self._producer is None:
+            return
+        remaining = self._producer.flush(self.flush_timeout)
+        self._raise_failure()
         if remaining:
             self.reset()
             raise RelayError(
-                f"kafka did not acknowledge {remaining} message(s) on {topic!r} "
+                f"kafka did not acknowledge {remaining} message(s) on {self.topic!r} "
                 f"within {self.flush_timeout}s; is the broker reachable?"
             )
-        self._bytes += size
+        self._bytes += self._pending
+        self._pending = 0
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            self.reset()
+            raise RelayError(f"kafka did not acknowledge a message on {self.topic!r}: {failure}")
 
     def reset(self) -> None:
         """Drop the producer (and whatever it still queues) after a failure."""
@@ -141,6 +154,7 @@ class KafkaWriter:
             self._producer.purge(in_queue=True, in_flight=True)
             self._producer.flush(0)
             self._producer = None
+        self._pending = 0
 
     def close(self) -> None:
         if self._producer is not None:

@@ -129,6 +129,8 @@ class BatchPublisher:
             messages.append(publisher.commit(identifier))
             self._push(messages)
             pushed_any = True
+            messages = []
+            self.writer.flush()
         except BaseException as error:
             self.queue.abandon()
             # Messages built but never handed to the writer did not reach Kafka.
@@ -172,6 +174,7 @@ class BatchPublisher:
             return
         try:
             self.writer.push([self.publisher.rollback(identifier)])
+            self.writer.flush()
             self.metrics.rollbacks += 1
             log.warning("batch %d rolled back on the stream", identifier.id)
         except PgshovelError as rollback_error:

@@ -30,7 +30,7 @@ from pgshovel.errors import ConfigurationError, DatabaseError, PgshovelError, Re
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
-from pgshovel.relay.events import EventDecoder, QueueEvent
+from pgshovel.relay.events import EventDecoder
 from pgshovel.relay.metrics import MetricsServer, RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead, new_identifier
@@ -157,12 +157,8 @@ class Relay:
                 node = read_node_id(queue.connection, self.cluster)
                 queue.connection.commit()
                 decoder = EventDecoder(queue.connection)
-
-                def decode(row: tuple[Any, ...], _decoder: EventDecoder = decoder) -> Any:
-                    return _decoder.decode(QueueEvent(*row))
-
                 publisher = BatchPublisher(
-                    queue, writer, decode, node, state, self.metrics, epoch, leadership.lost
+                    queue, writer, decoder, node, state, self.metrics, epoch, leadership.lost
                 )
                 lead(
                     publisher,

@@ -62,9 +62,13 @@ class Queue:
 class Writer:
     def __init__(self) -> None:
         self.stream: list[stream_pb2.Message] = []
+        self.flushes = 0
 
     def push(self, messages: Sequence[stream_pb2.Message]) -> None:
         self.stream.extend(stream_pb2.Message.FromString(m.SerializeToString()) for m in messages)
+
+    def flush(self) -> None:
+        self.flushes += 1
 
     def close(self) -> None:
         pass
@@ -132,3 +136,23 @@ def test_a_row_failing_to_decode_after_a_push_is_rolled_back_without_a_gap(
     assert [m.header.sequence for m in writer.stream] == list(range(7))
     assert len({m.header.publisher for m in writer.stream}) == 1
     assert good.finished == [7]
+
+
+def test_one_flush_per_batch_and_finish_only_after_it() -> None:
+    class Recording(Writer):
+        def __init__(self, queue: Queue) -> None:
+            super().__init__()
+            self.queue = queue
+            self.finished_before_flush: list[int] = []
+
+        def flush(self) -> None:
+            self.finished_before_flush.extend(self.queue.finished)
+            super().flush()
+
+    chunks = [[_row(n) for n in range(5)], [_row(n) for n in range(5, 9)]]
+    queue = Queue(chunks)
+    writer = Recording(queue)
+    _publisher(queue, writer, Catalog()).publish(_batch(3))
+    assert writer.flushes == 1
+    assert writer.finished_before_flush == []
+    assert queue.finished == [3]
