@@ -54,7 +54,9 @@ class KafkaReader:
             raise ConfigurationError("stream: bootstrap_servers must not be empty")
         self.topic = topic
         self.timeout = timeout
-        self._consumer = Consumer(consumer_settings(bootstrap_servers, properties or {}))
+        self._consumer = Consumer(
+            consumer_settings(bootstrap_servers, properties or {}), logger=logger
+        )
         self._partition = TopicPartition(topic, PARTITION)
 
     def watermarks(self) -> tuple[int, int]:
