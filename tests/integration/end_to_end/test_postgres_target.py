@@ -100,7 +100,6 @@ def test_target_converges_while_the_source_keeps_changing(
     log = worker.output()
     rates = log_rates(log)
     assert rates["snapshot rows/s"] and rates["apply mutations/s"], log[-3000:]
-    print(f"\nworkload {dict(counts)}; worker rates {rates}")
 
 
 def test_kill_9_worker_and_relay_then_restart_converges(
@@ -185,10 +184,10 @@ def test_kill_9_worker_and_relay_then_restart_converges(
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
 
+    assert counts["committed"] >= 200 and counts["aborted"] > 0, dict(counts)
     for table in TABLES:
         assert_same_rows(source, target, table)
     assert count_rows(target, BULK) == bulk_rows
     log = worker.output()
     assert "previous snapshot load did not finish" in log
     assert "resuming the stream at offset" in log
-    print(f"\nworkload {dict(counts)}; worker rates {log_rates(log)}")
