@@ -6,6 +6,8 @@ would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash.
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import os
 import shutil
@@ -100,7 +102,9 @@ def test_kafka_round_trips_keyed_messages(kafka_config: dict[str, str], topic: s
 
 def test_sandbox_json_records_the_running_services(sandbox: SandboxConnection) -> None:
     recorded = load(Path(sandbox.state_dir))
-    assert recorded == sandbox
+    # Failure tests may restart the broker (new PID); everything else stays as started.
+    assert dataclasses.replace(recorded, pids={}) == dataclasses.replace(sandbox, pids={})
+    assert set(recorded.pids) == {"postgres", "zookeeper", "kafka"}
     assert all(service.running for service in status(Path(sandbox.state_dir)))
     with psycopg2.connect(sandbox.source_dsn) as connection, connection.cursor() as cursor:
         cursor.execute("SHOW max_prepared_transactions")

@@ -96,23 +96,27 @@ def topic_of(cluster: str) -> str:
 
 
 def read_topic(
-    kafka_config: dict[str, str], topic: str, start: int = 0, idle: float = 1.5, limit: float = 60
+    kafka_config: dict[str, str], topic: str, start: int = 0, limit: float = 60
 ) -> list[tuple[int, stream_pb2.Message]]:
-    """Every message from ``start`` until nothing new arrived for ``idle`` seconds."""
+    """Every message from ``start`` up to the topic's end offset when called."""
     consumer = Consumer(
         {**kafka_config, "group.id": "pgshovel-test", "enable.auto.commit": "false"}
     )
     messages: list[tuple[int, stream_pb2.Message]] = []
     try:
+        partition = TopicPartition(topic, 0)
+        _low, high = consumer.get_watermark_offsets(partition, timeout=30, cached=False)
         consumer.assign([TopicPartition(topic, 0, start)])
         deadline = time.monotonic() + limit
-        last = time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - last < idle:
-            record = consumer.poll(0.2)
+        while (not messages or messages[-1][0] < high - 1) and high > start:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read {len(messages)} messages of {topic!r}, not to {high}")
+            record = consumer.poll(0.5)
             if record is None or record.error() is not None:
                 continue
-            messages.append((record.offset(), stream_pb2.Message.FromString(record.value())))
-            last = time.monotonic()
+            offset, value = record.offset(), record.value()
+            assert offset is not None and value is not None
+            messages.append((offset, stream_pb2.Message.FromString(value)))
     finally:
         consumer.close()
     return messages
