@@ -59,6 +59,14 @@ class KafkaReader:
         )
         self._partition = TopicPartition(topic, PARTITION)
 
+    def cached_end(self) -> int | None:
+        """The end offset from the last fetch response (no broker round trip), if known."""
+        try:
+            _low, high = self._consumer.get_watermark_offsets(self._partition, cached=True)
+        except KafkaException:
+            return None
+        return int(high) if high is not None and high >= 0 else None
+
     def watermarks(self) -> tuple[int, int]:
         """The lowest offset the topic still holds and the offset of the next message."""
         try:
