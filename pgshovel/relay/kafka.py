@@ -154,6 +154,9 @@ class KafkaWriter:
             self._producer.purge(in_queue=True, in_flight=True)
             self._producer.flush(0)
             self._producer = None
+        # The purge reports every dropped message as failed: those reports
+        # belong to the abandoned attempt, not to the next one.
+        self._failure = None
         self._pending = 0
 
     def close(self) -> None:

@@ -31,3 +31,24 @@ def test_user_properties_win() -> None:
     settings = producer_settings("b:9092", {"linger.ms": 50, "compression.type": "snappy"})
     assert settings["linger.ms"] == "50"
     assert settings["compression.type"] == "snappy"
+
+
+def test_a_failed_flush_does_not_poison_the_next_attempt() -> None:
+    """After a broker outage the writer is usable again: purge reports are forgotten."""
+    from pgshovel.errors import RelayError
+    from pgshovel.protocol import stream_pb2
+    from pgshovel.relay.kafka import KafkaWriter
+
+    # Nothing listens on port 9: every message stays queued until the flush gives up.
+    writer = KafkaWriter("127.0.0.1:9", topic="t", flush_timeout=0.2)
+    message = stream_pb2.Message()
+    message.header.sequence = 1
+    for _attempt in range(2):
+        writer.push([message])
+        try:
+            writer.flush()
+        except RelayError as error:
+            assert "did not acknowledge 1 message(s)" in str(error)
+        else:
+            raise AssertionError("flush to an unreachable broker must fail")
+    writer.close()
