@@ -6,9 +6,8 @@ would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash.
 
 from __future__ import annotations
 
-import dataclasses
-
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
