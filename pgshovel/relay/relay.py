@@ -16,6 +16,8 @@ new publisher identity, which readers treat as abandoning the open batch.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -204,9 +206,6 @@ class Pacer:
 
 def new_identifier() -> str:
     """How this relay process names itself in the election."""
-    import os
-    import socket
-
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 

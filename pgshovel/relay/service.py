@@ -26,7 +26,7 @@ from pgshovel.admin.database import read_node_id
 from pgshovel.cluster import names
 from pgshovel.cluster.sets import read_set
 from pgshovel.cluster.versions import set_version
-from pgshovel.errors import ConfigurationError, DatabaseError, PgshovelError, RelayError
+from pgshovel.errors import ConfigurationError, DatabaseError, PgshovelError
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
@@ -114,7 +114,6 @@ class Relay:
                 "create it with pgshovel-admin set create"
             ) from error
         state = SetState(version=set_version(configuration))
-        current = {"configuration": configuration}
 
         def on_change(data: bytes | None, _stat: Any) -> bool:
             if data is None:
@@ -127,7 +126,6 @@ class Relay:
             if version != state.version:
                 log.info("set %r changed: version %s -> %s", self.set_name, state.version, version)
                 state.version = version
-                current["configuration"] = updated
             return True
 
         zookeeper.DataWatch(path, on_change)
@@ -187,7 +185,3 @@ class Relay:
                 self.stop.wait(1.0)
         if not state.exists:
             log.info("set %r no longer exists: relay exits", self.set_name)
-        if not self.stop.is_set() and not state.exists:
-            return
-        if not self.stop.is_set():
-            raise RelayError("relay stopped unexpectedly")
