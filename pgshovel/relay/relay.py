@@ -31,6 +31,7 @@ from pgshovel.errors import DatabaseError, PgshovelError, RelayError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import BatchInfo, PgqQueue, TickInfo
+from pgshovel.stream.handoff import parse_txid_snapshot
 from pgshovel.stream.publisher import Publisher
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,10 @@ class SetState:
 def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
     message = stream_pb2.Tick(id=tick.id, timestamp=tick.timestamp)
     if tick.snapshot:
-        xmin, xmax, xip = tick.snapshot.split(":")
-        message.snapshot.xmin = int(xmin)
-        message.snapshot.xmax = int(xmax)
-        if xip:
-            message.snapshot.xip.extend(int(txid) for txid in xip.split(","))
+        snapshot = parse_txid_snapshot(tick.snapshot)
+        message.snapshot.xmin = snapshot.xmin
+        message.snapshot.xmax = snapshot.xmax
+        message.snapshot.xip.extend(sorted(snapshot.xip))
     return message
 
 
