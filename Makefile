@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 help: ## show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-setup: apt kafka venv proto ## install everything the project needs (Debian packages, Kafka jars, .venv, protobuf modules)
+setup: apt kafka venv ## install everything the project needs (Debian packages, Kafka jars, .venv, protobuf modules)
 
 apt: ## install the Debian packages that are missing (root)
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -53,7 +53,9 @@ $(VENV)/.installed: setup.py pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-proto: $(PROTO_OUT) ## generate the protobuf modules from proto/
+# The generated modules are committed (pip install works without protoc);
+# tests/unit/test_protocol.py checks that they are what protoc makes of proto/.
+proto: $(PROTO_OUT) ## regenerate the protobuf modules from proto/ (needs protoc)
 
 pgshovel/protocol/%_pb2.py: proto/pgshovel/protocol/%.proto
 	protoc -Iproto --python_out=. --pyi_out=. $<
@@ -64,7 +66,7 @@ test: setup ## run the whole test suite (unit and integration, real services)
 test-unit: setup ## run the unit tests only (no services)
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
 
-lint: setup ## ruff (with security rules) and mypy --strict
+lint: venv ## ruff (with security rules) and mypy (needs only .venv, no Debian packages)
 	$(BIN)/ruff check pgshovel tests example bench
 	$(BIN)/ruff format --check pgshovel tests example bench
 	$(BIN)/mypy
@@ -82,4 +84,4 @@ sandbox-down: ## stop the local stack
 	-$(BIN)/pgshovel-sandbox down
 
 clean: sandbox-down ## remove build output (keeps .venv and .deps)
-	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache $(PROTO_OUT) $(PROTO_OUT:.py=.pyi)
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,10 @@ setup(
         "pandas>=2,<3",
         "pyyaml>=6",
         "click>=8.1",
+        # Typed, frozen configuration models (relay.yml, replication.yml, set files).
+        "pydantic>=2.6,<3",
+        # Backoff with jitter for transient faults.
+        "tenacity>=8.2",
     ],
     extras_require={
         "dev": [

@@ -31,7 +31,7 @@ from bench._report import Figure, document, render_table
 from pgshovel import sandbox as sandboxes
 from pgshovel.sandbox import SandboxConnection
 
-log = logging.getLogger("bench")
+logger = logging.getLogger("bench")
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("capture", "relay", "latency", "snapshot", "apply")
@@ -72,17 +72,17 @@ class Suite:
         self, name: str, run: Callable[[], list[Figure]], empty: Callable[[], list[Figure]]
     ) -> None:
         started = time.monotonic()
-        log.info("running %s", name)
+        logger.info("running %s", name)
         try:
             made = run()
         except Exception as error:
-            log.exception("%s failed; reported as not measured", name)
+            logger.exception("%s failed; reported as not measured", name)
             made = empty()
             for figure in made:
                 figure.values = []
                 figure.note = f"not measured: {type(error).__name__}: {error}"[:300]
         self.figures.extend(made)
-        log.info("%s done in %.0fs", name, time.monotonic() - started)
+        logger.info("%s done in %.0fs", name, time.monotonic() - started)
 
     def spark_session(self) -> Any:
         if self.spark is None:
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = state_dir.parent / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    log.info(
+    logger.info(
         "mode %s on %s cores, load %s",
         bench.mode,
         machine["nproc"],

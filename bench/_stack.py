@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import psycopg2
 import yaml
@@ -30,7 +28,7 @@ from pgshovel.cluster import names
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.cluster.zookeeper import ClusterStore, connect
 from pgshovel.protocol import configuration_pb2
-from pgshovel.sandbox import SandboxConnection
+from pgshovel.sandbox import ChildProcess, SandboxConnection
 
 CLUSTER = "bench"
 RELAY = Path(sys.executable).with_name("pgshovel-relay")
@@ -140,8 +138,8 @@ def write_relay_yml(path: Path, sandbox: SandboxConnection, **settings: Any) -> 
     return path
 
 
-class RelayProcess:
-    """One ``pgshovel-relay`` process for one set; its log is kept for parsing."""
+class RelayProcess(ChildProcess):
+    """One ``pgshovel-relay`` process for one set, in its own session; its log is kept."""
 
     def __init__(
         self,
@@ -151,38 +149,18 @@ class RelayProcess:
         log: Path,
         command: Sequence[str] = (str(RELAY),),
     ) -> None:
-        self.log_path = log
-        self._log: IO[bytes] = log.open("ab")
         environment = dict(
             os.environ, PGSHOVEL_CLUSTER=CLUSTER, PGSHOVEL_ZOOKEEPER_HOSTS=sandbox.zookeeper_hosts
         )
-        self.process = subprocess.Popen(
-            [*command, str(config), set_name],
-            cwd=ROOT,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=environment,
+        super().__init__(
+            "pgshovel-relay", [*command, str(config), set_name], log, env=environment, cwd=ROOT
         )
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.running()
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
+        return self.output()
 
 
 def wait_for(

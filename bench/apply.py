@@ -34,14 +34,14 @@ from bench._report import Figure, Goal
 from bench._stats import per_million, schedule
 from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
 from pgshovel.replication.loaders import PostgresSnapshotLoader
-from pgshovel.replication.model import TableShape, WorkerState
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import Worker, read_table_shapes
 from pgshovel.sandbox import SandboxConnection
-from pgshovel.stream.batches import CommittedBatch
+from pgshovel.source import TableShape
+from pgshovel.stream.batches import CommittedBatch, WorkerState
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SET = "apply"
 SOURCE = "pgshovel_bench_apply_source"
@@ -287,7 +287,7 @@ def measure(
         else:
             runs.copy_rates.append(stream.mutations / copy_run(copy_target, data))
             rate = runs.copy_rates[-1]
-        log.info("apply round %d %s: %.0f rows/s", number + 1, variant, rate)
+        logger.info("apply round %d %s: %.0f rows/s", number + 1, variant, rate)
     if profile:
         runs.profile = profiled_run(sandbox, stream, tables, workdir)
     return runs

@@ -26,8 +26,9 @@ from bench._modes import Settings
 from bench._report import Figure, Goal
 from bench._stats import schedule
 from pgshovel.admin import catalog, install
+from pgshovel.source import Catalog
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CLUSTER = "benchcapture"
 SET = "pgbench"
@@ -77,7 +78,7 @@ def _install_pgshovel(conn: connection) -> None:
     ]
     version = "0123456789abcdef"
     for table in TABLES:
-        info = catalog.table_info(conn, "public", table)
+        info = Catalog(conn).table("public", table)
         if info is None:
             raise RuntimeError(f"pgbench -i did not create {table!r}; is pgbench 15 installed?")
         capture = install.TableCapture("public", table, info.primary_key, ())
@@ -176,7 +177,7 @@ def measure(
                     if match is None:
                         raise RuntimeError(f"pgbench printed no tps line: {output!r}")
                     results[name][mode].append(float(match.group(1)))
-                    log.info(
+                    logger.info(
                         "capture %s round %d %s: %.1f tps",
                         name,
                         number + 1,

@@ -29,7 +29,7 @@ from bench._stats import percentile
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import SandboxConnection
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SET = "latency"
 DATABASE = "pgshovel_bench_latency"
@@ -168,7 +168,7 @@ def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> La
                 runs.percentiles[name].append(percentile(latencies, fraction) or 0.0)
             runs.offered_rates.append(rate)
             runs.samples.append(len(latencies))
-            log.info(
+            logger.info(
                 "latency round %d: p50 %.1f ms, p99 %.1f ms at %.0f tx/s",
                 number + 1,
                 runs.percentiles["p50"][-1],

@@ -31,7 +31,7 @@ from bench._stats import per_million, schedule
 from pgshovel.relay.kafka import producer_settings
 from pgshovel.sandbox import SandboxConnection
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SET = "relay"
 DATABASE = "pgshovel_bench_relay"
@@ -203,10 +203,10 @@ def measure(
                 if not sizes:
                     sizes = _stack.message_sizes(kafka, _stack.topic_of(SET), first, end)
                     runs.mean_message_bytes = sum(sizes) / len(sizes)
-                log.info("relay round %d: %.0f events/s", number + 1, rate)
+                logger.info("relay round %d: %.0f events/s", number + 1, rate)
             else:
                 runs.producer_rates.append(producer_run(kafka, sizes))
-                log.info(
+                logger.info(
                     "raw producer round %d: %.0f messages/s", number + 1, runs.producer_rates[-1]
                 )
         if profile:

@@ -25,12 +25,13 @@ from bench._modes import Settings
 from bench._report import Figure, Goal
 from bench._stats import schedule
 from pgshovel.replication.loaders import PostgresSnapshotLoader
-from pgshovel.replication.model import TableShape, WorkerState
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import read_table_shapes
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.source import TableShape
+from pgshovel.stream.batches import WorkerState
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SOURCE = "pgshovel_bench_snapshot_source"
 TARGET = "pgshovel_bench_snapshot_target"
@@ -127,7 +128,7 @@ def measure(sandbox: SandboxConnection, settings: Settings, spark: Any) -> Snaps
                 seconds = sum(copy_pipe(source, target_dsn, table) for table in tables)
                 runs.copy_rates.append(settings.snapshot_rows / seconds)
             rates = runs.loader_rates if variant == "loader" else runs.copy_rates
-            log.info("snapshot round %d %s: %.0f rows/s", number + 1, variant, rates[-1])
+            logger.info("snapshot round %d %s: %.0f rows/s", number + 1, variant, rates[-1])
     finally:
         target.close()
     return runs

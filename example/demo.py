@@ -56,6 +56,7 @@ from example._services import (
     stop_service,
 )
 from pgshovel import sandbox
+from pgshovel.cluster import names
 from pgshovel.cluster.names import cluster_path
 from pgshovel.errors import PgshovelError
 from pgshovel.replication.cli import read_set_configuration
@@ -111,7 +112,7 @@ class Demo:
         shop.populate(source_dsn, options.seed)
         environment = self.environment(connection, source_dsn, target_dsn)
         self.create_set(connection, environment, source_dsn)
-        topic = f"{options.cluster}.{options.set_name}"
+        topic = names.topic_name(options.cluster, options.set_name)
         probe = PipelineProbe(
             connection.kafka_config(),
             topic,

@@ -54,7 +54,7 @@ from example._operations import (
 from example._seed import SeedData, seed_data
 from pgshovel.errors import DatabaseError
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema.sql"
 APPLICATION_NAME = "pgshovel-example-workload"
@@ -289,7 +289,7 @@ class Workload:
             connection.close()
 
     def _fail(self, error: BaseException) -> None:
-        log.error("workload client failed: %s", error)
+        logger.error("workload client failed: %s", error)
         with self._lock:
             self._errors.append(error)
         self._stop.set()

@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -62,6 +63,40 @@ def global_options(command: F) -> F:
     for decorator in reversed(decorators):
         command = decorator(command)
     return command
+
+
+#: The body of a long-running process's command: global options, configuration file, set name.
+ProcessBody = Callable[[GlobalOptions, Path, str], None]
+
+
+def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
+    """A long-running process's command line: global options, CONFIGURATION and SET.
+
+    The decorated function receives the global options (logging installed), the
+    configuration file's path and the set's name; its docstring is the help.
+    """
+
+    def decorate(body: ProcessBody) -> click.Command:
+        @click.command(name=name, help=body.__doc__)
+        @global_options
+        @click.argument(
+            "configuration", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+        )
+        @click.argument("set_name", metavar="SET")
+        def command(
+            cluster: str,
+            zookeeper_hosts: str,
+            log_level: str,
+            debug: bool,
+            configuration: Path,
+            set_name: str,
+        ) -> None:
+            options = make_global_options(cluster, zookeeper_hosts, log_level, debug)
+            body(options, configuration, set_name)
+
+        return command
+
+    return decorate
 
 
 def make_global_options(

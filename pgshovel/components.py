@@ -1,73 +1,151 @@
-"""Load components named in YAML as ``path: package.module:Name`` plus ``configuration:``.
+"""Components named in YAML as ``path: package.module:Name`` plus ``configuration:``.
 
-A component class is constructed with its configuration mapping as keyword
-arguments, so an unknown key fails like a bad keyword: the error names the
-component, the key, and the keys it takes.
+Loading one is checked in this order, and nothing of the component is called
+before every check passed:
+
+1. the path has the form ``package.module:Name`` and names a class (importing
+   its module is the only code run);
+2. the class provides every method and property of its contract (a
+   ``typing.Protocol`` of ``pgshovel.abc``);
+3. the configuration is validated against the type hints of the class's
+   constructor, as a frozen model with no unknown keys (strings from
+   ``${VAR}`` become numbers and booleans where the hints say so);
+4. only then is the class constructed, with the validated values.
+
+Every failure is a ``ConfigurationError`` naming the key (``writer.path``,
+``target.configuration.dsn``).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from pgshovel.errors import ComponentError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from pgshovel.settings import SUBPATH, Settings, describe, problems
+
+_PATH_FORM = "'package.module:Name'"
 
 
-def load_class(path: str, where: str) -> type[Any]:
-    """Import ``package.module:Name``; ``where`` names the config key for errors."""
-    if not isinstance(path, str) or path.count(":") != 1:
-        raise ComponentError(f"{where}.path: expected 'package.module:Name', got {path!r}")
-    module_name, _, attribute = path.partition(":")
+def _refuse(subpath: str, message: str) -> PydanticCustomError:
+    return PydanticCustomError(
+        "pgshovel_component", "{message}", {"message": message, SUBPATH: subpath}
+    )
+
+
+def load_class(path: str) -> type[Any]:
+    """Import ``package.module:Name`` and return the class (errors refer to ``path``)."""
+    module_name, separator, attribute = path.partition(":")
+    if not separator or not module_name or not attribute or ":" in attribute:
+        raise _refuse("path", f"expected {_PATH_FORM}, got {path!r}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ComponentError(
-            f"{where}.path: cannot import module {module_name!r}: {error}"
-        ) from error
-    try:
-        loaded = getattr(module, attribute)
-    except AttributeError as error:
-        raise ComponentError(
-            f"{where}.path: module {module_name!r} has no {attribute!r}"
-        ) from error
+        raise _refuse("path", f"cannot import module {module_name!r}: {error}") from error
+    loaded = getattr(module, attribute, None)
+    if loaded is None:
+        raise _refuse("path", f"module {module_name!r} has no {attribute!r}")
     if not inspect.isclass(loaded):
-        raise ComponentError(f"{where}.path: {path!r} is not a class")
+        raise _refuse("path", f"{path!r} is not a class")
     return loaded
 
 
-def build(section: Any, where: str, expected: type[Any]) -> Any:
-    """Build a component from a ``{path, configuration}`` mapping and check its contract."""
-    if not isinstance(section, Mapping):
-        raise ComponentError(f"{where}: expected a mapping with 'path' and 'configuration'")
-    unknown = sorted(set(section) - {"path", "configuration"})
-    if unknown:
-        raise ComponentError(f"{where}: unknown keys {unknown!r}; expected 'path', 'configuration'")
-    if "path" not in section:
-        raise ComponentError(f"{where}: missing 'path' (e.g. 'package.module:Name')")
-    cls = load_class(section["path"], where)
-    configuration = section.get("configuration") or {}
-    if not isinstance(configuration, Mapping):
-        raise ComponentError(f"{where}.configuration: expected a mapping, got {configuration!r}")
-    signature = inspect.signature(cls)
-    accepted = [
+def contract_members(contract: type[Any]) -> list[str]:
+    """The methods and properties a class must define to satisfy ``contract``."""
+    return sorted(
         name
-        for name, parameter in signature.parameters.items()
-        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-    ]
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-    for key in configuration:
-        if not takes_any and key not in accepted:
-            raise ComponentError(
-                f"{where}.configuration: unknown key {key!r} for {section['path']!r}; "
-                f"expected one of {accepted!r}"
-            )
+        for name, member in vars(contract).items()
+        if not name.startswith("_") and (callable(member) or isinstance(member, property))
+    )
+
+
+def check_contract(cls: type[Any], contract: type[Any], path: str) -> None:
+    """Refuse a class that lacks a member of its contract."""
+    missing = [name for name in contract_members(contract) if not hasattr(cls, name)]
+    if missing:
+        raise _refuse(
+            "path",
+            f"{path!r} is not a {contract.__name__} (it lacks {', '.join(missing)})",
+        )
+
+
+def arguments_model(cls: type[Any]) -> type[BaseModel]:
+    """A frozen model of the keyword arguments ``cls``'s constructor takes, from its hints."""
+    signature = inspect.signature(cls)
     try:
-        signature.bind(**configuration)
-    except TypeError as error:
-        raise ComponentError(f"{where}.configuration: {error}") from error
-    instance = cls(**configuration)
-    if not isinstance(instance, expected):
-        raise ComponentError(f"{where}.path: {section['path']!r} is not a {expected.__name__}")
-    return instance
+        hints = typing.get_type_hints(cls.__init__, include_extras=True)
+    except (NameError, TypeError):
+        hints = {}
+    fields: dict[str, Any] = {}
+    takes_any = False
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is parameter.VAR_KEYWORD:
+            takes_any = True
+            continue
+        if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+            continue
+        hint = hints.get(name, Any)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[name] = (hint, default)
+    config = ConfigDict(
+        extra="allow" if takes_any else "forbid", frozen=True, arbitrary_types_allowed=True
+    )
+    model: type[BaseModel] = create_model(
+        f"{cls.__name__}Configuration", __config__=config, **fields
+    )
+    return model
+
+
+def validate_arguments(cls: type[Any], configuration: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration validated against ``cls``'s constructor; errors name the key."""
+    model = arguments_model(cls)
+    try:
+        validated = model.model_validate(dict(configuration))
+    except ValidationError as error:
+        where, message = describe(problems(error)[0])
+        if message == "unknown key":
+            accepted = sorted(model.model_fields)
+            message = f"unknown key for {cls.__name__}; expected one of {accepted!r}"
+        raise _refuse(f"configuration.{where}" if where else "configuration", message) from error
+    arguments = {name: getattr(validated, name) for name in model.model_fields}
+    arguments.update(validated.model_extra or {})
+    return arguments
+
+
+class ComponentSpec(Settings):
+    """``{path, configuration}`` in a configuration file; subclasses name the contract."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The ``pgshovel.abc`` protocol the class must satisfy (set by each subclass).
+    contract: ClassVar[type[Any]]
+
+    path: str
+    configuration: dict[str, Any] = {}
+
+    _class: type[Any] = PrivateAttr()
+    _arguments: dict[str, Any] = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _resolve(self) -> ComponentSpec:
+        cls = load_class(self.path)
+        check_contract(cls, self.contract, self.path)
+        self._class = cls
+        self._arguments = validate_arguments(cls, self.configuration)
+        return self
+
+    def build(self) -> Any:
+        """A new instance of the component, from the validated configuration."""
+        return self._class(**self._arguments)

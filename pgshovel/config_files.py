@@ -1,8 +1,12 @@
 """Read YAML configuration files safely, expanding ``${VAR}`` and ``${VAR:-default}``.
 
-Expansion happens in string scalars after parsing (never in keys), so a value
-from the environment can't change the document's structure. A reference to an
-unset variable without a default is an error naming the file and the variable.
+The file must be UTF-8 (anything else is refused with the offset of the first
+bad byte) and may not repeat a key in one mapping (YAML would silently keep the
+last one). Expansion happens in string scalars after parsing (never in keys),
+so a value from the environment can't change the document's structure; the
+typed models that validate the document then read numbers and booleans from
+such strings (``metrics_port: ${PORT:-9188}``). A reference to an unset
+variable without a default is an error naming the file and the variable.
 """
 
 from __future__ import annotations
@@ -18,6 +22,32 @@ import yaml
 from pgshovel.errors import ConfigurationError
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key repeated in one mapping."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (each key may appear once in a mapping)",
+                key_node.start_mark,
+            )
+        seen.add(key)
+    return dict(loader.construct_pairs(node, deep=True))
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
 
 
 def expand(value: Any, source: str, environ: Mapping[str, str] | None = None) -> Any:
@@ -44,15 +74,32 @@ def expand(value: Any, source: str, environ: Mapping[str, str] | None = None) ->
     return value
 
 
-def load_yaml(path: Path | str, environ: Mapping[str, str] | None = None) -> Any:
-    """Parse a YAML file with the safe loader and expand environment references."""
-    path = Path(path)
+def read_text(path: Path) -> str:
+    """A configuration file's text; a one-line error when it is unreadable or not UTF-8."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise ConfigurationError(f"{path}: cannot read: {error.strerror}") from error
     try:
-        document = yaml.safe_load(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            f"{path}: not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start}); "
+            "save the file as UTF-8"
+        ) from error
+
+
+def parse_yaml(text: str, source: str, environ: Mapping[str, str] | None = None) -> Any:
+    """Parse YAML text with the safe loader (no repeated keys) and expand references."""
+    try:
+        document = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
-        raise ConfigurationError(f"{path}: invalid YAML: {error}") from error
-    return expand(document, str(path), environ)
+        detail = " ".join(str(error).split())
+        raise ConfigurationError(f"{source}: invalid YAML: {detail}") from error
+    return expand(document, source, environ)
+
+
+def load_yaml(path: Path | str, environ: Mapping[str, str] | None = None) -> Any:
+    """Read, parse and expand a YAML configuration file."""
+    path = Path(path)
+    return parse_yaml(read_text(path), str(path), environ)

@@ -1,47 +1,110 @@
-"""The exception hierarchy: one root, a subclass per kind of failure.
+"""The exception hierarchy: one root, a family per kind of cause, the same class for the same cause.
+
+Three families decide what a running process does with an error, and one
+place applies that decision (``pgshovel.policy``):
+
+* ``ConfigurationError``: a file, a value or the installation is wrong. Never
+  retried; the message names the file or key and what to do.
+* ``DataError``: this data cannot be handled as it is (undecodable value,
+  broken stream, a schema the target cannot follow). Follows ``on_error``:
+  ``exit`` ends the process, ``log`` logs loudly and retries; nothing is ever
+  dropped.
+* ``TransientError``: something outside is unavailable for now (a database
+  connection lost or refused, a server restarting, Kafka or ZooKeeper
+  unreachable). Retried with backoff.
+
+The rest are raised where they happen and end the command: ``DatabaseError``
+(a statement failed for a lasting reason: privileges, a missing object),
+``VersionConflict``, ``AlreadyRunning``, ``RecoveryNeeded``, ``ProgrammingError``
+(a component used against its contract) and ``SandboxError``.
 
 Messages are lowercase, say what failed and the state it was in, and show
 values with ``!r``; wrap lower-level errors with ``raise ... from``.
+``PgshovelError`` itself is never raised: raise the class of the cause.
 """
 
 from __future__ import annotations
 
 
 class PgshovelError(Exception):
-    """Root of every error pgshovel raises on purpose."""
+    """Root of every error pgshovel raises on purpose (abstract: raise a subclass)."""
+
+
+# -- never retried ---------------------------------------------------------------
 
 
 class ConfigurationError(PgshovelError):
-    """A configuration file or value is invalid; the message names it and what is expected."""
+    """A configuration file, value or installation is invalid; the message names it and the fix."""
 
 
 class ComponentError(ConfigurationError):
-    """A ``path: module:Name`` component could not be loaded or configured."""
+    """A ``path: module:Name`` component could not be loaded, checked or configured."""
 
 
-class CodecError(PgshovelError):
+# -- data: follows on_error --------------------------------------------------------
+
+
+class DataError(PgshovelError):
+    """Data that cannot be handled as it is; follows ``on_error`` (never dropped)."""
+
+
+class CodecError(DataError):
     """A value could not be converted between PostgreSQL text and the protocol."""
 
 
-class SandboxError(PgshovelError):
-    """The local stack could not be started, reached or stopped."""
+class StreamError(DataError):
+    """The stream broke its protocol (gap, duplicate, stale epoch, bad order, lost offsets)."""
+
+
+class SchemaError(DataError):
+    """A table's shape changed in a way a consumer cannot follow exactly; names table and remedy."""
+
+
+# -- transient: retried with backoff ----------------------------------------------
+
+
+class TransientError(PgshovelError):
+    """Something outside is unavailable for now; the operation is retried with backoff."""
+
+
+class DatabaseUnavailable(TransientError):
+    """A database connection was lost or refused, or the server is restarting."""
+
+
+class BrokerUnavailable(TransientError):
+    """Kafka did not answer or did not acknowledge in time."""
+
+
+class CoordinatorUnavailable(TransientError):
+    """ZooKeeper could not be reached or the session was suspended."""
+
+
+class LeadershipLost(TransientError):
+    """This relay is no longer the set's leader; the batch in progress was abandoned."""
+
+
+# -- everything else ends the command -------------------------------------------
 
 
 class DatabaseError(PgshovelError):
-    """A database operation failed or a database is not set up as required."""
+    """A database statement failed for a lasting reason, or a database is not set up as required."""
 
 
 class VersionConflict(PgshovelError):
     """Somebody else changed the configuration since it was read."""
 
 
-class StreamError(PgshovelError):
-    """The stream broke its protocol (gap, duplicate, stale epoch, bad order)."""
+class AlreadyRunning(PgshovelError):
+    """Another process already holds what this one needs (a worker's lock on its target)."""
 
 
-class RelayError(PgshovelError):
-    """The relay could not publish a batch."""
+class RecoveryNeeded(PgshovelError):
+    """A change stopped half way; the message says exactly what to run by hand."""
 
 
-class ReplicationError(PgshovelError):
-    """The replication worker could not load or apply."""
+class ProgrammingError(PgshovelError):
+    """A component was used against its contract (not opened, not bound)."""
+
+
+class SandboxError(PgshovelError):
+    """The local stack could not be started, reached or stopped."""

@@ -1,28 +1,16 @@
-"""What pgshovel-admin reads from a database's catalogs before planning a change.
+"""What pgshovel-admin reads about a database's installation before planning a change.
 
-Everything here only reads: settings, installed extensions, tables with their
-columns and primary keys, the triggers a set installed and the database's node
-id. Planning (``pgshovel.admin.install``) turns these facts into statements.
+Everything here only reads: settings, installed extensions, the set's queue and
+the triggers a set installed. Tables, their columns and keys, and the node id
+come from the one source catalog reader (``pgshovel.source``). Planning
+(``pgshovel.admin.install``) turns these facts into statements.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from psycopg2 import sql
 from psycopg2.extensions import connection
-
-from pgshovel.cluster import names
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    """A table as the catalog describes it."""
-
-    schema: str
-    name: str
-    columns: tuple[str, ...]
-    primary_key: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -34,7 +22,7 @@ class InstalledTrigger:
     enabled: bool
 
 
-def _one(conn: connection, query: sql.Composable | str, args: tuple[object, ...] = ()) -> object:
+def _one(conn: connection, query: str, args: tuple[object, ...] = ()) -> object:
     with conn.cursor() as cursor:
         cursor.execute(query, args)
         row = cursor.fetchone()
@@ -73,50 +61,6 @@ def queue_exists(conn: connection, queue: str) -> bool:
         return False
     found = _one(conn, "SELECT 1 FROM pgq.queue WHERE queue_name = %s", (queue,))
     return found is not None
-
-
-def node_id(conn: connection, cluster: str) -> str | None:
-    """The node id (uuid text) of this database in ``cluster``, None if not installed."""
-    schema = names.schema_name(cluster)
-    exists = _one(
-        conn,
-        "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-        "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'node'",
-        (schema,),
-    )
-    if exists is None:
-        return None
-    found = _one(conn, sql.SQL("SELECT id::text FROM {}.node").format(sql.Identifier(schema)))
-    return None if found is None else str(found)
-
-
-def table_info(conn: connection, schema: str, table: str) -> TableInfo | None:
-    """Columns (in order) and primary key of an ordinary table, None if there is none."""
-    oid = _one(
-        conn,
-        "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-        "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s "
-        "AND c.relkind = 'r'",
-        (schema, table),
-    )
-    if oid is None:
-        return None
-    with conn.cursor() as cursor:
-        cursor.execute(
-            "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s "
-            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            (oid,),
-        )
-        columns = tuple(row[0] for row in cursor.fetchall())
-        cursor.execute(
-            "SELECT a.attname FROM pg_catalog.pg_index i "
-            "CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, position) "
-            "JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-            "WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.position",
-            (oid,),
-        )
-        primary_key = tuple(row[0] for row in cursor.fetchall())
-    return TableInfo(schema=schema, name=table, columns=columns, primary_key=primary_key)
 
 
 def installed_triggers(conn: connection, schema: str, table: str) -> dict[str, InstalledTrigger]:

@@ -21,6 +21,7 @@ from pgshovel.admin.plan import Plan, render
 from pgshovel.admin.twophase import execute
 from pgshovel.cluster import names, zookeeper
 from pgshovel.cluster.sets import load_set_configuration
+from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Print the plan (SQL per database, ZooKeeper changes) only."
@@ -101,28 +102,32 @@ def set_group() -> None:
 set_file = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 
 
-@set_group.command("create")
-@click.argument("name")
-@set_file
-@dry_run_option
-@click.pass_obj
-def set_create(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
-    """Install capture for a new set NAME described by FILE (YAML)."""
-    names.validate_set_name(name)
-    configuration = load_set_configuration(file)
-    _apply(options, lambda context: planning.plan_set_create(context, name, configuration), dry_run)
+def _set_from_file(
+    planner: Callable[[planning.Context, str, SetConfiguration], Plan], summary: str
+) -> click.Command:
+    """A ``set`` command that plans a change of set NAME from FILE."""
+
+    @click.argument("name")
+    @set_file
+    @dry_run_option
+    @click.pass_obj
+    def command(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
+        names.validate_set_name(name)
+        configuration = load_set_configuration(file)
+        _apply(options, lambda context: planner(context, name, configuration), dry_run)
+
+    command.__doc__ = summary
+    return command  # type: ignore[return-value]
 
 
-@set_group.command("update")
-@click.argument("name")
-@set_file
-@dry_run_option
-@click.pass_obj
-def set_update(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
-    """Change set NAME to the configuration in FILE."""
-    names.validate_set_name(name)
-    configuration = load_set_configuration(file)
-    _apply(options, lambda context: planning.plan_set_update(context, name, configuration), dry_run)
+set_create = set_group.command("create")(
+    _set_from_file(
+        planning.plan_set_create, "Install capture for a new set NAME described by FILE (YAML)."
+    )
+)
+set_update = set_group.command("update")(
+    _set_from_file(planning.plan_set_update, "Change set NAME to the configuration in FILE.")
+)
 
 
 @set_group.command("drop")
@@ -212,7 +217,7 @@ def set_tail(
         properties[key] = value
     tail.tail(
         bootstrap_servers,
-        topic or f"{options.cluster}.{name}",
+        topic or names.topic_name(options.cluster, name),
         properties,
         click.echo,
         offset=offset,

@@ -1,32 +1,20 @@
 """Database connections for one admin command, opened on first use and all closed at the end.
 
 Connections are in autocommit mode: catalog reads see the latest state, and the
-two-phase executor issues BEGIN / PREPARE TRANSACTION itself. Connection errors
-name the database with its password masked.
+two-phase executor issues BEGIN / PREPARE TRANSACTION itself. They are opened by
+``pgshovel.source.connect``, so their errors name the database with its
+password masked.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
-import psycopg2
 from psycopg2.extensions import connection
 
-from pgshovel.cluster.dsn import mask_dsn
-from pgshovel.errors import DatabaseError
+from pgshovel.source import connect
 
-CONNECT_TIMEOUT_SECONDS = 10
-
-
-def open_connection(dsn: str) -> connection:
-    """A new autocommit connection to ``dsn``; a DatabaseError naming it when that fails."""
-    try:
-        conn = psycopg2.connect(dsn, connect_timeout=CONNECT_TIMEOUT_SECONDS)
-    except psycopg2.Error as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DatabaseError(f"cannot connect to database {mask_dsn(dsn)!r}: {reason}") from error
-    conn.autocommit = True
-    return conn
+APPLICATION_NAME = "pgshovel-admin"
 
 
 class Connections:
@@ -38,7 +26,7 @@ class Connections:
     def get(self, dsn: str) -> connection:
         conn = self._open.get(dsn)
         if conn is None or conn.closed:
-            conn = self._open[dsn] = open_connection(dsn)
+            conn = self._open[dsn] = connect(dsn, APPLICATION_NAME, autocommit=True)
         return conn
 
     def replace(self, dsn: str) -> connection:

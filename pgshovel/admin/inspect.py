@@ -22,6 +22,7 @@ from pgshovel.cluster.sets import to_document
 from pgshovel.cluster.versions import set_version
 from pgshovel.errors import PgshovelError
 from pgshovel.protocol import configuration_pb2
+from pgshovel.source import Catalog, node_id
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def table_status(
     lines = []
     for table in configuration.tables:
         label = f"{table.schema}.{table.name}"
-        if catalog.table_info(conn, table.schema, table.name) is None:
+        if Catalog(conn).table(table.schema, table.name) is None:
             lines.append(f"  {label}: table missing")
             continue
         found = catalog.installed_triggers(conn, table.schema, table.name)
@@ -109,7 +110,7 @@ def describe_set(context: Context, set_name: str) -> str:
     lines += [f"  {line}" for line in document.rstrip().splitlines()]
     try:
         conn = context.connections.get(configuration.database.dsn)
-        node = catalog.node_id(conn, context.cluster)
+        node = node_id(conn, context.cluster)
         queue = names.queue_name(context.cluster, set_name)
         lines.append(f"node: {node or 'not installed'}")
         lines.append(

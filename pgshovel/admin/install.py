@@ -3,7 +3,8 @@
 Pure composition: every function returns ``psycopg2.sql`` statements and never
 touches a database, so a plan can be printed (``--dry-run``) or executed in a
 two-phase transaction. ``resolve_table`` checks a configured table against the
-catalog facts read by ``pgshovel.admin.catalog``.
+source catalog (``pgshovel.source.captured_shape``) and keeps what the triggers
+need.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from importlib import resources
 
 from psycopg2 import sql
 
-from pgshovel.admin.catalog import TableInfo
 from pgshovel.cluster import names
-from pgshovel.errors import ConfigurationError, DatabaseError
+from pgshovel.errors import DatabaseError
 from pgshovel.protocol import configuration_pb2
+from pgshovel.source import NODE_TABLE, TableInfo, captured_shape
 
 CAPTURE_FUNCTION = "capture"
-NODE_TABLE = "node"
 
 
 @dataclass(frozen=True)
@@ -42,33 +42,8 @@ def resolve_table(
     database: str,
 ) -> TableCapture:
     """Check a configured table against the catalog; ``database`` is a masked DSN."""
-    label = f"{table.schema!r}.{table.name!r}"
-    if info is None:
-        raise ConfigurationError(
-            f"table {label} does not exist in database {database!r} (or is not an ordinary "
-            "table); create it or remove it from the set"
-        )
-    for kind, wanted in (("key column", table.key_columns), ("column", table.columns)):
-        missing = [column for column in wanted if column not in info.columns]
-        if missing:
-            raise ConfigurationError(
-                f"table {label} has no {kind} {missing[0]!r}; "
-                f"its columns are {list(info.columns)!r}"
-            )
-    key_columns = tuple(table.key_columns) or info.primary_key
-    if not key_columns and not allow_unkeyed:
-        raise ConfigurationError(
-            f"table {label} has no primary key and no key_columns are declared; declare "
-            "key_columns, add a primary key, or set allow_unkeyed: true"
-        )
-    columns = tuple(table.columns)
-    missing_keys = [column for column in key_columns if columns and column not in columns]
-    if missing_keys:
-        raise ConfigurationError(
-            f"table {label}: the captured columns must include the key column "
-            f"{missing_keys[0]!r}; add it to columns"
-        )
-    return TableCapture(table.schema, table.name, key_columns, columns)
+    shape = captured_shape(table, info, allow_unkeyed=allow_unkeyed, database=database)
+    return TableCapture(table.schema, table.name, shape.key, tuple(table.columns))
 
 
 def text_array_literal(values: Sequence[str]) -> str:

@@ -23,6 +23,7 @@ from pgshovel.cluster.versions import is_newer, set_version
 from pgshovel.cluster.zookeeper import ClusterStore, Versioned
 from pgshovel.errors import ConfigurationError, DatabaseError
 from pgshovel.protocol import configuration_pb2
+from pgshovel.source import Catalog, node_id
 
 SetConfiguration = configuration_pb2.ReplicationSetConfiguration
 
@@ -65,7 +66,7 @@ def _resolve_tables(
     return [
         install.resolve_table(
             table,
-            catalog.table_info(conn, table.schema, table.name),
+            Catalog(conn).table(table.schema, table.name),
             allow_unkeyed=configuration.allow_unkeyed,
             database=database,
         )
@@ -139,8 +140,8 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
 def _same_database(context: Context, old_dsn: str, new_dsn: str) -> None:
     if old_dsn == new_dsn:
         return
-    old_node = catalog.node_id(context.connections.get(old_dsn), context.cluster)
-    new_node = catalog.node_id(context.connections.get(new_dsn), context.cluster)
+    old_node = node_id(context.connections.get(old_dsn), context.cluster)
+    new_node = node_id(context.connections.get(new_dsn), context.cluster)
     if old_node is None or old_node != new_node:
         raise ConfigurationError(
             f"the new dsn {mask_dsn(new_dsn)!r} is not the set's database "
@@ -168,7 +169,7 @@ def plan_set_update(context: Context, set_name: str, configuration: SetConfigura
     for old in current.value.tables:
         if (old.schema, old.name) in kept:
             continue
-        if catalog.table_info(conn, old.schema, old.name) is None:
+        if Catalog(conn).table(old.schema, old.name) is None:
             notes.append(f"table {old.schema!r}.{old.name!r} no longer exists: nothing to remove")
             continue
         statements += install.drop_triggers(context.cluster, set_name, old.schema, old.name)
@@ -210,7 +211,7 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
     statements = []
     notes = []
     for table in current.value.tables:
-        if catalog.table_info(conn, table.schema, table.name) is None:
+        if Catalog(conn).table(table.schema, table.name) is None:
             notes.append(
                 f"table {table.schema!r}.{table.name!r} no longer exists: nothing to remove"
             )
@@ -249,7 +250,7 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         conn = context.connections.get(dsn)
         # Several DSNs may reach one database: one transaction per database, or they
         # would wait on each other's locks.
-        key = catalog.node_id(conn, context.cluster) or dsn
+        key = node_id(conn, context.cluster) or dsn
         if key not in steps:
             statements = install.base_statements(context.cluster, _hstore_schema(conn, dsn))
             steps[key] = DatabaseStep(dsn, tuple(statements))

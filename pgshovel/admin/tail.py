@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+from pgshovel.stream.jsonlines import json_lines
 from pgshovel.stream.reader import KafkaReader
-from pgshovel.stream.tail import json_lines
 from pgshovel.stream.validation import StreamValidator
 
 READ_BATCH = 5000

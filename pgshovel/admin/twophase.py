@@ -39,7 +39,14 @@ from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, ZooKeeperOperation
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn
-from pgshovel.errors import DatabaseError, PgshovelError, VersionConflict
+from pgshovel.errors import (
+    ConfigurationError,
+    DatabaseError,
+    PgshovelError,
+    RecoveryNeeded,
+    VersionConflict,
+)
+from pgshovel.source import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +62,6 @@ class Prepared:
     dsn: str
     gid: str
     backend_pid: int
-
-
-def _reason(error: BaseException) -> str:
-    text = str(getattr(error, "pgerror", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def check_prepared_transactions(plan: Plan, connections: Connections) -> None:
@@ -93,7 +95,7 @@ def _prepare(plan: Plan, connections: Connections) -> list[Prepared]:
             _abandon(conn)
             undone = _finish(prepared, connections, "ROLLBACK")
             raise DatabaseError(
-                f"change failed on database {mask_dsn(step.dsn)!r}: {_reason(error)}; "
+                f"change failed on database {mask_dsn(step.dsn)!r}: {first_line(error)}; "
                 f"{_outcome(undone, 'rolled back')}"
             ) from error
         prepared.append(Prepared(step.dsn, gid, conn.get_backend_pid()))
@@ -150,7 +152,7 @@ def _confirm(prepared: Sequence[Prepared], connections: Connections) -> None:
             undone = _finish(prepared, connections, "ROLLBACK")
             raise DatabaseError(
                 f"lost the connection to database {mask_dsn(item.dsn)!r} after preparing "
-                f"({_reason(error)}); {_outcome(undone, 'rolled back')}"
+                f"({first_line(error)}); {_outcome(undone, 'rolled back')}"
             ) from error
         if not alive:
             undone = _finish(prepared, connections, "ROLLBACK")
@@ -181,7 +183,9 @@ def _commit_zookeeper(operations: Sequence[ZooKeeperOperation], client: KazooCli
                     f"the configuration changed while this command ran: {operation.describe()} "
                     f"failed ({kind}); read it again and retry"
                 )
-            raise PgshovelError(f"zookeeper refused {operation.describe()}: {kind}")
+            raise ConfigurationError(
+                f"zookeeper refused {operation.describe()}: {kind}; check the credentials and ACLs"
+            )
 
 
 def execute(
@@ -210,13 +214,13 @@ def execute(
     except KazooException as error:
         # The multi-op may or may not have been applied: do not guess.
         pending = "; ".join(f"'{item.gid}' on database {mask_dsn(item.dsn)!r}" for item in prepared)
-        raise PgshovelError(
+        raise RecoveryNeeded(
             f"lost zookeeper during the commit ({type(error).__name__}); the outcome is unknown: "
             "if the zookeeper nodes show the change run COMMIT PREPARED, else ROLLBACK PREPARED, "
             f"for {pending or 'no database'}"
         ) from error
     manual = _finish(prepared, connections, "COMMIT")
     if manual:
-        raise DatabaseError(
+        raise RecoveryNeeded(
             "zookeeper holds the change but some databases do not yet: " + "; ".join(manual)
         )

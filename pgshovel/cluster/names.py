@@ -1,4 +1,4 @@
-"""Names derived from a cluster and a set: ZooKeeper paths, schema, trigger, queue.
+"""Names derived from a cluster and a set: ZooKeeper paths, schema, trigger, queue, topic.
 
 Cluster and set names become PostgreSQL identifiers, PgQ queue names and
 ZooKeeper path segments, so they are restricted to a safe character set and to
@@ -78,6 +78,11 @@ def truncate_trigger_name(cluster: str, set_name: str) -> str:
 def queue_name(cluster: str, set_name: str) -> str:
     """The PgQ queue a set's triggers write into."""
     return f"pgshovel.{validate_cluster_name(cluster)}.{validate_set_name(set_name)}"
+
+
+def topic_name(cluster: str, set_name: str) -> str:
+    """The Kafka topic a set's stream is published to unless the configuration names another."""
+    return f"{validate_cluster_name(cluster)}.{validate_set_name(set_name)}"
 
 
 #: The PgQ consumer the relay reads a set's queue as; registered when the set is

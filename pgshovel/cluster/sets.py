@@ -10,17 +10,19 @@ turns a configuration back into the YAML shape (for ``set inspect``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from google.protobuf import text_format
 from kazoo.client import KazooClient
+from pydantic import Field
 
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.cluster.versions import set_version
-from pgshovel.config_files import expand, load_yaml
+from pgshovel.config_files import expand, load_yaml, read_text
 from pgshovel.errors import ConfigurationError
 from pgshovel.protocol import configuration_pb2
+from pgshovel.settings import Settings, validate
 
 DEFAULT_SCHEMA = "public"
 TEXT_FORMAT_SUFFIXES = (".txt", ".pbtxt", ".textproto", ".prototxt")
@@ -34,9 +36,30 @@ __all__ = [
     "validate_set_configuration",
 ]
 
-_TOP_KEYS = {"database", "allow_unkeyed", "tables"}
-_DATABASE_KEYS = {"dsn"}
-_TABLE_KEYS = {"name", "schema", "key_columns", "columns"}
+ColumnNames = list[Annotated[str, Field(min_length=1)]]
+
+
+class TableEntry(Settings):
+    """One entry of ``tables:``."""
+
+    name: Annotated[str, Field(min_length=1)]
+    schema_: Annotated[str, Field(min_length=1, alias="schema")] = DEFAULT_SCHEMA
+    key_columns: ColumnNames = []
+    columns: ColumnNames = []
+
+
+class DatabaseEntry(Settings):
+    """``database:``: how to reach the source."""
+
+    dsn: Annotated[str, Field(min_length=1)]
+
+
+class SetFile(Settings):
+    """A set file as written (YAML)."""
+
+    database: DatabaseEntry
+    allow_unkeyed: bool = False
+    tables: Annotated[list[TableEntry], Field(min_length=1)]
 
 
 def load_set_configuration(path: Path | str) -> configuration_pb2.ReplicationSetConfiguration:
@@ -48,10 +71,7 @@ def load_set_configuration(path: Path | str) -> configuration_pb2.ReplicationSet
 
 
 def _load_text_format(path: Path) -> configuration_pb2.ReplicationSetConfiguration:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigurationError(f"{path}: cannot read: {error.strerror}") from error
+    text = read_text(path)
     configuration = configuration_pb2.ReplicationSetConfiguration()
     try:
         text_format.Parse(text, configuration)
@@ -65,70 +85,28 @@ def _load_text_format(path: Path) -> configuration_pb2.ReplicationSetConfigurati
     return configuration
 
 
-def _fail(source: str, key: str, expected: str, value: object) -> ConfigurationError:
-    return ConfigurationError(f"{source}: {key}: expected {expected}, got {value!r}")
-
-
-def _check_keys(source: str, where: str, mapping: dict[Any, Any], allowed: set[str]) -> None:
-    unknown = sorted(str(key) for key in mapping if key not in allowed)
-    if unknown:
-        prefix = f"{where}." if where else ""
-        raise ConfigurationError(
-            f"{source}: {prefix}{unknown[0]}: unknown key; expected one of {sorted(allowed)}"
-        )
-
-
-def _name(source: str, key: str, value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(source, key, "a non-empty string", value)
-    return value
-
-
-def _names(source: str, key: str, value: object) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _fail(source, key, "a list of column names", value)
-    names = [_name(source, f"{key}[{index}]", item) for index, item in enumerate(value)]
-    return names
-
-
 def parse_set_document(
     document: object, source: str
 ) -> configuration_pb2.ReplicationSetConfiguration:
     """Turn a parsed YAML document into a validated ReplicationSetConfiguration."""
-    if not isinstance(document, dict):
-        raise _fail(source, "(top level)", "a mapping with database and tables", document)
-    _check_keys(source, "", document, _TOP_KEYS)
-    configuration = configuration_pb2.ReplicationSetConfiguration()
-
-    database = document.get("database")
-    if not isinstance(database, dict):
-        raise _fail(source, "database", "a mapping with a dsn", database)
-    _check_keys(source, "database", database, _DATABASE_KEYS)
-    configuration.database.dsn = _name(source, "database.dsn", database.get("dsn"))
-
-    allow_unkeyed = document.get("allow_unkeyed", False)
-    if not isinstance(allow_unkeyed, bool):
-        raise _fail(source, "allow_unkeyed", "true or false", allow_unkeyed)
-    configuration.allow_unkeyed = allow_unkeyed
-
-    tables = document.get("tables")
-    if not isinstance(tables, list) or not tables:
-        raise _fail(source, "tables", "a non-empty list of tables", tables)
-    for index, table in enumerate(tables):
-        where = f"tables[{index}]"
-        if not isinstance(table, dict):
-            raise _fail(source, where, "a mapping with at least a name", table)
-        _check_keys(source, where, table, _TABLE_KEYS)
+    parsed = validate(SetFile, document, source)
+    configuration = configuration_pb2.ReplicationSetConfiguration(
+        allow_unkeyed=parsed.allow_unkeyed
+    )
+    configuration.database.dsn = parsed.database.dsn
+    for table in parsed.tables:
         configuration.tables.add(
-            name=_name(source, f"{where}.name", table.get("name")),
-            schema=_name(source, f"{where}.schema", table.get("schema", DEFAULT_SCHEMA)),
-            key_columns=_names(source, f"{where}.key_columns", table.get("key_columns")),
-            columns=_names(source, f"{where}.columns", table.get("columns")),
+            name=table.name,
+            schema=table.schema_,
+            key_columns=table.key_columns,
+            columns=table.columns,
         )
     validate_set_configuration(configuration, source)
     return configuration
+
+
+def _fail(source: str, key: str, expected: str, value: object) -> ConfigurationError:
+    return ConfigurationError(f"{source}: {key}: expected {expected}, got {value!r}")
 
 
 def validate_set_configuration(

@@ -18,7 +18,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from pgshovel.cluster import names
-from pgshovel.errors import ConfigurationError, PgshovelError
+from pgshovel.errors import ConfigurationError, CoordinatorUnavailable
 from pgshovel.protocol import configuration_pb2
 
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -35,18 +35,24 @@ class Versioned(Generic[M]):
     version: int
 
 
-@contextmanager
-def connect(hosts: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> Iterator[KazooClient]:
-    """A started ZooKeeper client for ``hosts``, stopped and closed on exit."""
+def start_client(hosts: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> KazooClient:
+    """A started ZooKeeper client for ``hosts``; ``CoordinatorUnavailable`` when it cannot be."""
     client = KazooClient(hosts=hosts, timeout=timeout)
     try:
         client.start(timeout=timeout)
     except (KazooTimeoutError, KazooException) as error:
         client.close()
-        raise PgshovelError(
+        raise CoordinatorUnavailable(
             f"cannot connect to zookeeper at {hosts!r} within {timeout:g}s: {error}; "
             "check --zookeeper-hosts / PGSHOVEL_ZOOKEEPER_HOSTS"
         ) from error
+    return client
+
+
+@contextmanager
+def connect(hosts: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> Iterator[KazooClient]:
+    """A started ZooKeeper client for ``hosts``, stopped and closed on exit."""
+    client = start_client(hosts, timeout)
     try:
         yield client
     finally:

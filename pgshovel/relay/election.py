@@ -17,12 +17,12 @@ import threading
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import LockTimeout, NoNodeError
+from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 from kazoo.recipe.lock import Lock
 
-from pgshovel.errors import RelayError
+from pgshovel.errors import ConfigurationError
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class Leadership:
@@ -39,23 +39,32 @@ class Leadership:
     def _on_state(self, state: Any) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             if self._lock is not None and not self.lost.is_set():
-                log.warning("zookeeper connection %s: giving up leadership now", state)
+                logger.warning("zookeeper connection %s: giving up leadership now", state)
             self.lost.set()
 
     def acquire(self, stop: threading.Event, poll: float = 1.0) -> int | None:
         """Block until this relay leads (returns its epoch) or ``stop`` is set (None)."""
-        self.zookeeper.ensure_path(self.path)
         lock = self.zookeeper.Lock(self.path, self.identifier)
-        announced = False
+        announced = unreachable = False
         while not stop.is_set():
             try:
+                self.zookeeper.ensure_path(self.path)
                 if lock.acquire(timeout=poll):
                     break
             except LockTimeout:
                 pass
+            except KazooException as error:
+                # ZooKeeper is unreachable: nobody can lead; wait for it to come back.
+                if not unreachable:
+                    logger.warning(
+                        "zookeeper unavailable (%s); waiting to join the election", error
+                    )
+                    unreachable = True
+                stop.wait(poll)
+                continue
             if not announced:
                 contenders = [c for c in lock.contenders() if c != self.identifier]
-                log.info("standing by: relay %s leads", contenders[0] if contenders else "?")
+                logger.info("standing by: relay %s leads", contenders[0] if contenders else "?")
                 announced = True
         else:
             lock.cancel()
@@ -66,11 +75,11 @@ class Leadership:
             stat = self.zookeeper.set(self.path, self.identifier.encode())
         except NoNodeError as error:
             self.release()
-            raise RelayError(
+            raise ConfigurationError(
                 f"relay node {self.path!r} disappeared; was the set dropped?"
             ) from error
         epoch = int(stat.version)
-        log.info("leading %s with epoch %d", self.path, epoch)
+        logger.info("leading %s with epoch %d", self.path, epoch)
         return epoch
 
     def release(self) -> None:
@@ -80,4 +89,4 @@ class Leadership:
         try:
             lock.release()
         except Exception as error:
-            log.debug("releasing the relay lock failed: %s", error)
+            logger.debug("releasing the relay lock failed: %s", error)

@@ -25,34 +25,19 @@ from psycopg2.extensions import connection
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
+from pgshovel.source import UNKNOWN_TYPE, Catalog, translating
 from pgshovel.stream.codec import Filler, decode_error, filler_for
+from pgshovel.stream.operations import EVENT_TYPES
 
 logger = logging.getLogger(__name__)
 
 Mutation = stream_pb2.Mutation
 
-OPERATIONS = {
-    "I": Mutation.INSERT,
-    "U": Mutation.UPDATE,
-    "D": Mutation.DELETE,
-    "T": Mutation.TRUNCATE,
-}
-
-UNKNOWN_TYPE = "unknown"
 
 NULL = stream_pb2.Value.NULL
 
 _UNKNOWN_FILLER = filler_for(UNKNOWN_TYPE)
 _NO_ROWS = (None, None)
-
-_COLUMNS = (
-    "SELECT a.attname, a.atttypid FROM pg_catalog.pg_attribute a "
-    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
-    "ORDER BY a.attnum"
-)
-_TYPE = "SELECT typname, typtype, typbasetype, typelem FROM pg_catalog.pg_type WHERE oid = %s"
 
 
 class QueueEvent(NamedTuple):
@@ -136,10 +121,10 @@ def _fill_mutation(
 ) -> None:
     """Write ``event`` (a ``QueueEvent`` or the same plain tuple) into the empty ``mutation``."""
     event_id, time, txid, kind, _, schema, table, set_version, _ = event
-    operation = OPERATIONS.get(kind)
+    operation = EVENT_TYPES.get(kind)
     if operation is None:
         raise CodecError(
-            f"event {event_id} has type {kind!r}, expected one of {sorted(OPERATIONS)}; "
+            f"event {event_id} has type {kind!r}, expected one of {sorted(EVENT_TYPES)}; "
             "was it written by a pgshovel capture trigger?"
         )
     mutation.id = event_id
@@ -188,9 +173,8 @@ class EventDecoder:
     """
 
     def __init__(self, conn: connection) -> None:
-        self._connection = conn
+        self._catalog = Catalog(conn)
         self._tables: dict[tuple[str, str], _Table] = {}
-        self._type_names: dict[int, str] = {}
         self._keys: dict[str, list[str]] = {}
 
     def decode(self, event: QueueEvent) -> stream_pb2.Mutation:
@@ -237,28 +221,9 @@ class EventDecoder:
         return keys
 
     def _load(self, table: tuple[str, str]) -> dict[str, str]:
-        with self._connection.cursor() as cursor:
-            cursor.execute(_COLUMNS, table)
-            columns = cursor.fetchall()
-        if not columns:
+        with translating(f"reading the columns of {table[0]!r}.{table[1]!r}"):
+            info = self._catalog.table(*table)
+        if info is None:
             logger.warning("table %r.%r is gone: its columns decode as text", *table)
-        return {name: self._type_name(type_oid) for name, type_oid in columns}
-
-    def _type_name(self, type_oid: int) -> str:
-        """The codec's name for a type: domains resolve to their base type."""
-        name = self._type_names.get(type_oid)
-        if name is not None:
-            return name
-        with self._connection.cursor() as cursor:
-            cursor.execute(_TYPE, (type_oid,))
-            found = cursor.fetchone()
-        if found is None:
-            return UNKNOWN_TYPE
-        name, kind, base, element = found
-        if kind == "d":
-            name = self._type_name(base)
-        elif name.startswith("_") and element:
-            # An array of a domain is an array of the domain's base type.
-            name = "_" + self._type_name(element)
-        self._type_names[type_oid] = name
-        return str(name)
+            return {}
+        return {column.name: column.type_name for column in info.columns}

@@ -21,10 +21,11 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pgshovel.errors import ConfigurationError, RelayError
+from pgshovel.errors import BrokerUnavailable, ProgrammingError
 from pgshovel.protocol import stream_pb2
+from pgshovel.settings import NonEmptyText, PositiveSeconds
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _LEGACY_FLAGS = {"false", "0", "no", "off"}
 
@@ -56,7 +57,7 @@ def producer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
         settings["enable.idempotence"] = "true"
     settings.update(user)
     if settings.get("acks") not in ("all", "-1"):
-        log.warning("acks=%s: the relay can lose acknowledged batches", settings["acks"])
+        logger.warning("acks=%s: the relay can lose acknowledged batches", settings["acks"])
     return settings
 
 
@@ -65,13 +66,11 @@ class KafkaWriter:
 
     def __init__(
         self,
-        bootstrap_servers: str,
-        topic: str | None = None,
+        bootstrap_servers: NonEmptyText,
+        topic: NonEmptyText | None = None,
         properties: Mapping[str, Any] | None = None,
-        flush_timeout: float = 60.0,
+        flush_timeout: PositiveSeconds = 60.0,
     ) -> None:
-        if not bootstrap_servers:
-            raise ConfigurationError("writer.configuration.bootstrap_servers: must not be empty")
         self.topic = topic
         self.flush_timeout = flush_timeout
         self._settings = producer_settings(bootstrap_servers, properties or {})
@@ -95,13 +94,13 @@ class KafkaWriter:
 
     def _ensure_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(self._settings, logger=log)
+            self._producer = Producer(self._settings, logger=logger)
         return self._producer
 
     def push(self, messages: Sequence[stream_pb2.Message]) -> None:
         """Produce every message asynchronously, in order (see ``flush``)."""
         if self.topic is None:
-            raise RelayError("kafka writer has no topic: bind() was not called")
+            raise ProgrammingError("kafka writer has no topic: bind() was not called")
         producer = self._ensure_producer()
         produce = producer.produce
         callback = self._delivered
@@ -123,7 +122,7 @@ class KafkaWriter:
             producer.poll(0)
         except KafkaException as error:
             self.reset()
-            raise RelayError(f"kafka produce to {topic!r} failed: {error}") from error
+            raise BrokerUnavailable(f"kafka produce to {topic!r} failed: {error}") from error
         self._pending += size
         self._raise_failure()
 
@@ -135,7 +134,7 @@ class KafkaWriter:
         self._raise_failure()
         if remaining:
             self.reset()
-            raise RelayError(
+            raise BrokerUnavailable(
                 f"kafka did not acknowledge {remaining} message(s) on {self.topic!r} "
                 f"within {self.flush_timeout}s; is the broker reachable?"
             )
@@ -146,7 +145,9 @@ class KafkaWriter:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             self.reset()
-            raise RelayError(f"kafka did not acknowledge a message on {self.topic!r}: {failure}")
+            raise BrokerUnavailable(
+                f"kafka did not acknowledge a message on {self.topic!r}: {failure}"
+            )
 
     def reset(self) -> None:
         """Drop the producer (and whatever it still queues) after a failure."""

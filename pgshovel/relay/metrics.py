@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -65,7 +65,7 @@ class MetricsServer:
                 self.wfile.write(body)
 
             def log_message(self, format: str, *args: Any) -> None:
-                log.debug(format, *args)
+                logger.debug(format, *args)
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self.port = self._server.server_address[1]
@@ -74,7 +74,7 @@ class MetricsServer:
         )
         self._thread.daemon = True
         self._thread.start()
-        log.info("metrics on http://%s:%d/metrics", host, self.port)
+        logger.info("metrics on http://%s:%d/metrics", host, self.port)
 
     def close(self) -> None:
         self._server.shutdown()

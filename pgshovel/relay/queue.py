@@ -14,51 +14,23 @@ Transaction discipline (why each step commits where it does):
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import psycopg2
 import psycopg2.extensions
 from psycopg2 import sql
 
+from pgshovel.abc import BatchInfo, EventRow, TickInfo
 from pgshovel.cluster import names
-from pgshovel.errors import DatabaseError
-
-log = logging.getLogger(__name__)
+from pgshovel.errors import ConfigurationError
+from pgshovel.source import connect, translating
 
 CONSUMER = names.CONSUMER
-
-EventRow = tuple[int, int, int, str, str, Any, Any, Any, Any]
-"""ev_id, ev_time (micros since epoch), ev_txid, ev_type, ev_data, ev_extra1..4."""
-
-
-@dataclass(frozen=True)
-class TickInfo:
-    id: int
-    snapshot: str  # txid_snapshot text: 'xmin:xmax:xip,...'
-    timestamp: int  # microseconds since the Unix epoch
-
-
-@dataclass(frozen=True)
-class BatchInfo:
-    id: int
-    start: TickInfo
-    end: TickInfo
-
-
-def _connect(dsn: str, autocommit: bool) -> psycopg2.extensions.connection:
-    try:
-        connection = psycopg2.connect(dsn, application_name="pgshovel-relay")
-    except psycopg2.Error as error:
-        raise DatabaseError(f"cannot connect to the source database: {error}".strip()) from error
-    connection.autocommit = autocommit
-    return connection
+APPLICATION_NAME = "pgshovel-relay"
 
 
 class PgqQueue:
-    """One set's PgQ queue, consumed as ``pgshovel``."""
+    """One set's PgQ queue, consumed as ``pgshovel`` (a ``QueueReader``)."""
 
     def __init__(self, dsn: str, queue: str, fetch_size: int = 5000) -> None:
         self.queue = queue
@@ -73,20 +45,13 @@ class PgqQueue:
     def connection(self) -> psycopg2.extensions.connection:
         """The batch connection (transactional), opened on first use."""
         if self._batches is None or self._batches.closed:
-            self._batches = _connect(self._dsn, autocommit=False)
+            self._batches = connect(self._dsn, APPLICATION_NAME)
         return self._batches
 
     def _ticker_connection(self) -> psycopg2.extensions.connection:
         if self._ticker is None or self._ticker.closed:
-            self._ticker = _connect(self._dsn, autocommit=True)
+            self._ticker = connect(self._dsn, APPLICATION_NAME, autocommit=True)
         return self._ticker
-
-    def connection_lost(self) -> bool:
-        """Whether a connection to the source broke (the caller should start over)."""
-        return any(
-            connection is not None and connection.closed
-            for connection in (self._ticker, self._batches)
-        )
 
     def close(self) -> None:
         for connection in (self._ticker, self._batches):
@@ -98,94 +63,100 @@ class PgqQueue:
 
     def check(self) -> None:
         """Fail clearly when the queue or the consumer registration is missing."""
-        with self._ticker_connection().cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pgq.get_consumer_info(%s, %s)", (self.queue, CONSUMER))
-            if cursor.fetchone() is None:
-                raise DatabaseError(
-                    f"queue {self.queue!r} has no consumer {CONSUMER!r}; "
-                    "was the set created with pgshovel-admin set create?"
+        with translating(f"checking queue {self.queue!r}"):
+            with self._ticker_connection().cursor() as cursor:
+                cursor.execute(
+                    "SELECT 1 FROM pgq.get_consumer_info(%s, %s)", (self.queue, CONSUMER)
                 )
+                registered = cursor.fetchone() is not None
+        if not registered:
+            raise ConfigurationError(
+                f"queue {self.queue!r} has no consumer {CONSUMER!r}; "
+                "was the set created with pgshovel-admin set create?"
+            )
 
     def configure_ticker(self, max_lag_seconds: float, max_count: int) -> None:
         """Make ``pgq.ticker`` tick once per interval whenever there are events."""
         lag = f"{max(max_lag_seconds, 0.0):.3f} seconds"
-        with self._ticker_connection().cursor() as cursor:
-            cursor.execute(
-                "SELECT pgq.set_queue_config(%s, 'ticker_max_lag', %s),"
-                " pgq.set_queue_config(%s, 'ticker_max_count', %s)",
-                (self.queue, lag, self.queue, str(max_count)),
-            )
+        with translating(f"configuring the ticker of {self.queue!r}"):
+            with self._ticker_connection().cursor() as cursor:
+                cursor.execute(
+                    "SELECT pgq.set_queue_config(%s, 'ticker_max_lag', %s),"
+                    " pgq.set_queue_config(%s, 'ticker_max_count', %s)",
+                    (self.queue, lag, self.queue, str(max_count)),
+                )
 
     # -- the loop ----------------------------------------------------------
 
     def tick(self) -> int | None:
-        with self._ticker_connection().cursor() as cursor:
-            cursor.execute("SELECT pgq.ticker(%s)", (self.queue,))
-            row = cursor.fetchone()
+        with translating(f"ticking {self.queue!r}"):
+            with self._ticker_connection().cursor() as cursor:
+                cursor.execute("SELECT pgq.ticker(%s)", (self.queue,))
+                row = cursor.fetchone()
         return None if row is None else row[0]
 
     def next_batch(self) -> BatchInfo | None:
         """Take the next batch (the same one again if it was never finished)."""
         connection = self.connection
         try:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT batch_id, prev_tick_id, cur_tick_id FROM pgq.next_batch_info(%s, %s)",
-                    (self.queue, CONSUMER),
-                )
-                row = cursor.fetchone()
-                if row is None or row[0] is None:
-                    connection.commit()
-                    return None
-                batch_id, start_id, end_id = row
-                cursor.execute(
-                    "SELECT t.tick_id, t.tick_snapshot::text,"
-                    " (extract(epoch FROM t.tick_time) * 1000000)::int8"
-                    " FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue"
-                    " WHERE q.queue_name = %s AND t.tick_id IN (%s, %s)",
-                    (self.queue, start_id, end_id),
-                )
-                ticks = {tick_id: TickInfo(tick_id, snap, ts) for tick_id, snap, ts in cursor}
-            connection.commit()
-        except psycopg2.Error as error:
-            connection.rollback()
-            raise DatabaseError(f"cannot take the next batch of {self.queue!r}: {error}") from error
+            with translating(f"taking the next batch of {self.queue!r}"):
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT batch_id, prev_tick_id, cur_tick_id "
+                        "FROM pgq.next_batch_info(%s, %s)",
+                        (self.queue, CONSUMER),
+                    )
+                    row = cursor.fetchone()
+                    if row is None or row[0] is None:
+                        connection.commit()
+                        return None
+                    batch_id, start_id, end_id = row
+                    cursor.execute(
+                        "SELECT t.tick_id, t.tick_snapshot::text,"
+                        " (extract(epoch FROM t.tick_time) * 1000000)::int8"
+                        " FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue"
+                        " WHERE q.queue_name = %s AND t.tick_id IN (%s, %s)",
+                        (self.queue, start_id, end_id),
+                    )
+                    ticks = {tick_id: TickInfo(tick_id, snap, ts) for tick_id, snap, ts in cursor}
+                connection.commit()
+        except BaseException:
+            self.abandon()
+            raise
         missing = TickInfo(0, "", 0)
         return BatchInfo(batch_id, ticks.get(start_id, missing), ticks.get(end_id, missing))
 
     def events(self, batch: BatchInfo) -> Iterator[list[EventRow]]:
         """Yield the batch's events in chunks of ``fetch_size``, in event order."""
         connection = self.connection
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pgq.batch_event_sql(%s)", (batch.id,))
-            row = cursor.fetchone()
-            assert row is not None
-            batch_sql = row[0]
-        query = sql.SQL(
-            "SELECT ev_id, (extract(epoch FROM ev_time) * 1000000)::int8, ev_txid, ev_type,"
-            " ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4 FROM ({}) AS batch"
-            " ORDER BY ev_id"
-        ).format(sql.SQL(batch_sql))
-        with connection.cursor(name=f"pgshovel_batch_{batch.id}") as cursor:
-            cursor.itersize = self.fetch_size
-            cursor.execute(query)
-            while True:
-                chunk = cursor.fetchmany(self.fetch_size)
-                if not chunk:
-                    break
-                yield chunk
+        with translating(f"reading batch {batch.id} of {self.queue!r}"):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pgq.batch_event_sql(%s)", (batch.id,))
+                batch_sql = cursor.fetchone()[0]  # type: ignore[index]
+            query = sql.SQL(
+                "SELECT ev_id, (extract(epoch FROM ev_time) * 1000000)::int8, ev_txid, ev_type,"
+                " ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4 FROM ({}) AS batch"
+                " ORDER BY ev_id"
+            ).format(sql.SQL(batch_sql))
+            with connection.cursor(name=f"pgshovel_batch_{batch.id}") as cursor:
+                cursor.itersize = self.fetch_size
+                cursor.execute(query)
+                while True:
+                    chunk = cursor.fetchmany(self.fetch_size)
+                    if not chunk:
+                        break
+                    yield chunk
 
     def finish(self, batch: BatchInfo) -> None:
         connection = self.connection
         try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pgq.finish_batch(%s)", (batch.id,))
-            connection.commit()
-        except psycopg2.Error as error:
-            connection.rollback()
-            raise DatabaseError(
-                f"cannot finish batch {batch.id} of {self.queue!r}: {error}"
-            ) from error
+            with translating(f"finishing batch {batch.id} of {self.queue!r}"):
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pgq.finish_batch(%s)", (batch.id,))
+                connection.commit()
+        except BaseException:
+            self.abandon()
+            raise
 
     def abandon(self) -> None:
         """Roll back whatever the batch connection holds; the batch stays unfinished."""

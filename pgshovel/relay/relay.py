@@ -11,6 +11,8 @@ A crash anywhere before 4 sends the same batch again after restart
 (at-least-once); readers drop the re-send by batch id. A failure after Begin
 reached Kafka is followed by a Rollback when the writer still works, else by a
 new publisher identity, which readers treat as abandoning the open batch.
+Failures propagate to the caller, which applies the error policy (see
+``pgshovel.policy``) and retries from step 1.
 """
 
 from __future__ import annotations
@@ -24,17 +26,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg2
-
-from pgshovel.abc import StreamWriter
-from pgshovel.errors import DatabaseError, PgshovelError, RelayError
+from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
+from pgshovel.errors import BrokerUnavailable, LeadershipLost, PgshovelError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
-from pgshovel.relay.queue import BatchInfo, PgqQueue, TickInfo
 from pgshovel.stream.handoff import parse_txid_snapshot
 from pgshovel.stream.publisher import Publisher
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 #: Mutations framed and pushed per writer call inside one batch (bounds memory).
 PUSH_CHUNK = 20_000
@@ -63,9 +62,9 @@ class BatchPublisher:
 
     def __init__(
         self,
-        queue: PgqQueue,
+        queue: QueueReader,
         writer: StreamWriter,
-        decode: Callable[[tuple[object, ...]], stream_pb2.Mutation],
+        decoder: EventDecoder,
         node: bytes,
         state: SetState,
         metrics: RelayMetrics,
@@ -74,7 +73,7 @@ class BatchPublisher:
     ) -> None:
         self.queue = queue
         self.writer = writer
-        self.decode = decode
+        self.decoder = decoder
         self.node = node
         self.state = state
         self.metrics = metrics
@@ -84,21 +83,22 @@ class BatchPublisher:
 
     def _push(self, messages: list[stream_pb2.Message]) -> None:
         if self.lost.is_set():
-            raise RelayError("leadership lost (zookeeper connection suspended): batch abandoned")
+            raise LeadershipLost(
+                "leadership lost (zookeeper connection suspended): batch abandoned"
+            )
         self.writer.push(messages)
 
     def publish(self, batch: BatchInfo) -> int:
         """Publish one batch and finish it; returns the number of mutations.
 
-        When ``decode`` also offers ``decode_into(row, mutation)`` (as
-        ``EventDecoder`` does), each mutation is decoded straight into the
-        message that carries it, and stamped only once decoded: no copy, and a
-        row that fails to decode takes no sequence number.
+        Each mutation is decoded straight into the message that carries it, and
+        stamped only once decoded: no copy, and a row that fails to decode takes
+        no sequence number.
         """
         started = time.monotonic()
         identifier = stream_pb2.BatchIdentifier(id=batch.id, node=self.node)
         publisher = self.publisher
-        decode_into = getattr(self.decode, "decode_into", None)
+        decode_into = self.decoder.decode_into
         new_message = stream_pb2.Message
         stamp = publisher.stamp
         messages = [
@@ -111,18 +111,14 @@ class BatchPublisher:
         ]
         pushed_any = False
         count = 0
-        size_before = getattr(self.writer, "bytes_sent", 0)
+        size_before = self.writer.bytes_sent
         try:
             for chunk in self.queue.events(batch):
                 append = messages.append
-                if decode_into is None:
-                    for row in chunk:
-                        append(publisher.mutation(identifier, self.decode(row)))
-                else:
-                    for row in chunk:
-                        message = new_message()
-                        decode_into(row, message.operation.mutation)
-                        append(stamp(identifier, message))
+                for row in chunk:
+                    message = new_message()
+                    decode_into(row, message.operation.mutation)
+                    append(stamp(identifier, message))
                 count += len(chunk)
                 if len(messages) >= PUSH_CHUNK:
                     self._push(messages)
@@ -141,14 +137,14 @@ class BatchPublisher:
             raise
         self.queue.finish(batch)
         seconds = time.monotonic() - started
-        sent = getattr(self.writer, "bytes_sent", 0) - size_before
+        sent = self.writer.bytes_sent - size_before
         lag = max(0.0, time.time() - batch.end.timestamp / 1e6)
         metrics = self.metrics
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent
         metrics.lag_seconds = lag
-        log.info(
+        logger.info(
             "batch %d: %d events, %d bytes, %.3fs, lag %.3fs", batch.id, count, sent, seconds, lag
         )
         return count
@@ -168,7 +164,7 @@ class BatchPublisher:
         decoding the batch) leaves Kafka holding exactly the pushed prefix: the
         publisher rewinds to the first unpushed sequence and sends a Rollback.
         """
-        if isinstance(error, RelayError):
+        if isinstance(error, (BrokerUnavailable, LeadershipLost)):
             self.publisher = Publisher(epoch=self.epoch)
             return
         self.publisher.rewind(unpushed)
@@ -178,16 +174,16 @@ class BatchPublisher:
             self.writer.push([self.publisher.rollback(identifier)])
             self.writer.flush()
             self.metrics.rollbacks += 1
-            log.warning("batch %d rolled back on the stream", identifier.id)
+            logger.warning("batch %d rolled back on the stream", identifier.id)
         except PgshovelError as rollback_error:
-            log.error("could not publish a rollback: %s", rollback_error)
+            logger.error("could not publish a rollback: %s", rollback_error)
             self.publisher = Publisher(epoch=self.epoch)
 
 
 class Pacer:
     """Calls ``pgq.ticker`` at most once per interval (interval 0: never; pgqd ticks)."""
 
-    def __init__(self, queue: PgqQueue, interval: float, metrics: RelayMetrics) -> None:
+    def __init__(self, queue: QueueReader, interval: float, metrics: RelayMetrics) -> None:
         self.queue = queue
         self.interval = interval
         self.metrics = metrics
@@ -215,34 +211,22 @@ def lead(
     stop: threading.Event,
     lost: threading.Event,
     poll_interval: float,
-    on_error: str,
-    retry_interval: float,
+    on_success: Callable[[], None],
 ) -> None:
     """Publish batches until asked to stop, leadership is lost, or the set is dropped.
 
-    A failed batch ends the relay with ``on_error: exit``. With ``on_error:
-    log`` it is logged and retried after ``retry_interval``; a lost source
-    connection raises ``DatabaseError`` so the caller reconnects everything.
+    Any failure propagates (the caller's error policy decides); ``on_success``
+    is called after every step that went through.
     """
     while not stop.is_set() and not lost.is_set() and publisher.state.exists:
-        try:
-            pacer.maybe_tick()
-            batch = publisher.queue.next_batch()
-            if batch is None:
-                stop.wait(poll_interval)
-                continue
-            if lost.is_set():
-                publisher.queue.abandon()
-                break
-            publisher.publish(batch)
-        except psycopg2.Error as error:
-            publisher.metrics.errors += 1
-            raise DatabaseError(f"the source database failed: {error}".strip()) from error
-        except PgshovelError as error:
-            publisher.metrics.errors += 1
-            if on_error == "exit":
-                raise
-            log.error("batch failed (on_error: log; retrying in %.1fs): %s", retry_interval, error)
-            if isinstance(error, DatabaseError) and publisher.queue.connection_lost():
-                raise
-            stop.wait(retry_interval)
+        pacer.maybe_tick()
+        batch = publisher.queue.next_batch()
+        if batch is None:
+            on_success()
+            stop.wait(poll_interval)
+            continue
+        if lost.is_set():
+            publisher.queue.abandon()
+            break
+        publisher.publish(batch)
+        on_success()

@@ -1,41 +1,49 @@
-"""The relay process: configuration, ZooKeeper session, election, signals, the batch loop.
+"""The relay process: configuration, ZooKeeper session, election, the error policy, the batch loop.
 
 Lifecycle: connect to ZooKeeper, read the set (it must exist), watch it
 (``set update`` changes the version stamped on Begin; ``set drop`` ends the
 relay cleanly), then alternate between standing by and leading until a signal
-arrives. The first SIGINT/SIGTERM finishes or abandons the current batch and
-exits 0; a second SIGINT exits at once.
+arrives. While leading, every failure goes to the error policy
+(``pgshovel.policy``): a lost source connection or an unavailable broker is
+retried with backoff *without giving up the leadership* (no epoch is burned),
+a data error follows ``on_error``, anything else ends the relay. Losing the
+ZooKeeper session ends the leadership; the relay then rejoins the election.
+The first SIGINT/SIGTERM finishes or abandons the current batch and exits 0; a
+second SIGINT exits at once.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
-from types import FrameType
+import socket
+import uuid
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
-from pgshovel import components
+from pgshovel._signals import StopRequest
 from pgshovel.abc import StreamWriter
-from pgshovel.admin.database import read_node_id
 from pgshovel.cluster import names
-from pgshovel.cluster.sets import read_set
 from pgshovel.cluster.versions import set_version
-from pgshovel.errors import ConfigurationError, DatabaseError, PgshovelError
+from pgshovel.cluster.zookeeper import ClusterStore, start_client
+from pgshovel.errors import LeadershipLost, PgshovelError
+from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
 from pgshovel.relay.events import EventDecoder
 from pgshovel.relay.metrics import MetricsServer, RelayMetrics
 from pgshovel.relay.queue import PgqQueue
-from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead, new_identifier
+from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
+from pgshovel.source import read_node_id, translating
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
+
+
+def new_identifier() -> str:
+    """How this relay process names itself in the election."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Relay:
@@ -54,39 +62,20 @@ class Relay:
         self.cluster = cluster
         self.set_name = set_name
         self.zookeeper_hosts = zookeeper_hosts
-        self.stop = threading.Event()
+        self.stop_request = StopRequest()
+        self.stop = self.stop_request.event
         self.metrics = RelayMetrics()
         self.identifier = new_identifier()
-        self._interrupts = 0
-
-    # -- signals -------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
-
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        self._interrupts += 1
-        if self._interrupts > 1 and signum == signal.SIGINT:
-            log.warning("second interrupt: exiting at once")
-            os._exit(130)
-        log.info("signal %d: stopping after the current batch", signum)
-        self.stop.set()
+        self.stop_request.install()
 
     # -- the process ---------------------------------------------------------
 
     def run(self) -> None:
-        writer: StreamWriter = components.build(self.configuration.writer, "writer", StreamWriter)
-        bind = getattr(writer, "bind", None)
-        if callable(bind):
-            bind(f"{self.cluster}.{self.set_name}")
-        zookeeper = KazooClient(hosts=self.zookeeper_hosts, timeout=10.0)
-        try:
-            zookeeper.start(timeout=15)
-        except KazooTimeoutError as error:
-            raise PgshovelError(
-                f"cannot reach zookeeper at {self.zookeeper_hosts!r} within 15s"
-            ) from error
+        writer = self.configuration.writer.build()
+        writer.bind(names.topic_name(self.cluster, self.set_name))
+        zookeeper = start_client(self.zookeeper_hosts)
         server = None
         try:
             configuration, state = self._watch_set(zookeeper)
@@ -105,30 +94,26 @@ class Relay:
     def _watch_set(
         self, zookeeper: KazooClient
     ) -> tuple[configuration_pb2.ReplicationSetConfiguration, SetState]:
-        path = names.set_path(self.cluster, self.set_name)
-        try:
-            configuration = read_set(zookeeper, self.cluster, self.set_name)
-        except NoNodeError as error:
-            raise ConfigurationError(
-                f"set {self.set_name!r} does not exist in cluster {self.cluster!r}; "
-                "create it with pgshovel-admin set create"
-            ) from error
+        store = ClusterStore(zookeeper, self.cluster)
+        configuration = store.read_set(self.set_name).value
         state = SetState(version=set_version(configuration))
 
         def on_change(data: bytes | None, _stat: Any) -> bool:
             if data is None:
                 if state.exists:
-                    log.warning("set %r was dropped: stopping", self.set_name)
+                    logger.warning("set %r was dropped: stopping", self.set_name)
                 state.exists = False
                 return False
             updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
             version = set_version(updated)
             if version != state.version:
-                log.info("set %r changed: version %s -> %s", self.set_name, state.version, version)
+                logger.info(
+                    "set %r changed: version %s -> %s", self.set_name, state.version, version
+                )
                 state.version = version
             return True
 
-        zookeeper.DataWatch(path, on_change)
+        zookeeper.DataWatch(names.set_path(self.cluster, self.set_name), on_change)
         return configuration, state
 
     def _serve(
@@ -142,21 +127,58 @@ class Relay:
         leadership = Leadership(
             zookeeper, names.relay_path(self.cluster, self.set_name), self.identifier
         )
-        queue_name = names.queue_name(self.cluster, self.set_name)
+        policy = ErrorPolicy(
+            settings.on_error,
+            self.stop.wait,
+            logger,
+            retry_interval=settings.retry_interval,
+            max_backoff=settings.max_backoff,
+        )
         while not self.stop.is_set() and state.exists:
             epoch = leadership.acquire(self.stop)
             if epoch is None:
                 break
             self.metrics.epoch, self.metrics.leader = epoch, True
+            try:
+                self._lead(writer, configuration, state, epoch, leadership, policy)
+            finally:
+                self.metrics.leader = False
+                leadership.release()
+            if leadership.lost.is_set() and not self.stop.is_set():
+                logger.warning("lost leadership; rejoining the election")
+                self.stop.wait(1.0)
+        if not state.exists:
+            logger.info("set %r no longer exists: relay exits", self.set_name)
+
+    def _lead(
+        self,
+        writer: StreamWriter,
+        configuration: configuration_pb2.ReplicationSetConfiguration,
+        state: SetState,
+        epoch: int,
+        leadership: Leadership,
+        policy: ErrorPolicy,
+    ) -> None:
+        """Publish while leading; every failure goes through the error policy."""
+        settings = self.configuration
+        queue_name = names.queue_name(self.cluster, self.set_name)
+        while not self.stop.is_set() and not leadership.lost.is_set() and state.exists:
             queue = PgqQueue(configuration.database.dsn, queue_name, settings.fetch_size)
             try:
                 queue.check()
                 queue.configure_ticker(settings.tick_interval, settings.batch_max_events)
-                node = read_node_id(queue.connection, self.cluster)
-                queue.connection.commit()
-                decoder = EventDecoder(queue.connection)
+                with translating("reading the node id"):
+                    node = read_node_id(queue.connection, self.cluster)
+                    queue.connection.commit()
                 publisher = BatchPublisher(
-                    queue, writer, decoder, node, state, self.metrics, epoch, leadership.lost
+                    queue,
+                    writer,
+                    EventDecoder(queue.connection),
+                    node,
+                    state,
+                    self.metrics,
+                    epoch,
+                    leadership.lost,
                 )
                 lead(
                     publisher,
@@ -164,24 +186,12 @@ class Relay:
                     self.stop,
                     leadership.lost,
                     settings.poll_interval,
-                    settings.on_error,
-                    settings.retry_interval,
+                    policy.succeeded,
                 )
-            except DatabaseError as error:
-                if settings.on_error == "exit":
-                    raise
-                log.error(
-                    "source database failed (on_error: log; reconnecting in %.1fs): %s",
-                    settings.retry_interval,
-                    error,
-                )
-                self.stop.wait(settings.retry_interval)
+            except LeadershipLost:
+                return
+            except PgshovelError as error:
+                self.metrics.errors += 1
+                policy.failed(error)
             finally:
-                self.metrics.leader = False
                 queue.close()
-                leadership.release()
-            if leadership.lost.is_set() and not self.stop.is_set():
-                log.warning("lost leadership; rejoining the election")
-                self.stop.wait(1.0)
-        if not state.exists:
-            log.info("set %r no longer exists: relay exits", self.set_name)

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pgshovel.errors import ReplicationError
+from pgshovel.errors import ProgrammingError, StreamError
 
 Text = str | None
 Row = tuple[Text, ...]
@@ -38,9 +38,9 @@ class Change:
         needs_old = self.operation in (Operation.UPDATE, Operation.DELETE)
         needs_new = self.operation in (Operation.INSERT, Operation.UPDATE)
         if needs_old and self.old is None:
-            raise ReplicationError(f"{self.operation.value} change has no old row; cannot apply")
+            raise StreamError(f"{self.operation.value} change has no old row; cannot apply")
         if needs_new and self.new is None:
-            raise ReplicationError(f"{self.operation.value} change has no new row; cannot apply")
+            raise StreamError(f"{self.operation.value} change has no new row; cannot apply")
 
 
 @dataclass
@@ -62,7 +62,7 @@ def key_of(row: Row, key_positions: Sequence[int]) -> Key:
 def reduce_changes(changes: Iterable[Change], key_positions: Sequence[int]) -> NetEffect:
     """Fold ``changes`` (in stream order) into their net effect on a keyed table."""
     if not key_positions:
-        raise ReplicationError("cannot reduce changes of an unkeyed table; apply them in order")
+        raise ProgrammingError("cannot reduce changes of an unkeyed table; apply them in order")
     effect = NetEffect()
     for change in changes:
         if change.operation is Operation.TRUNCATE:

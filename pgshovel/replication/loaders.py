@@ -22,12 +22,18 @@ from typing import IO, Any
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
-from pgshovel.errors import ConfigurationError, ReplicationError
-from pgshovel.replication import sessions
-from pgshovel.replication.abc import SnapshotSink, TableLoadReport
-from pgshovel.replication.model import KeyRange, TableShape
+from pgshovel.abc import SnapshotSink, TableLoadReport
+from pgshovel.errors import DatabaseError
 from pgshovel.replication.progress import CountsParam, ProgressLogger
-from pgshovel.replication.ranges import make_ranges, pick_boundaries, range_predicate
+from pgshovel.settings import PositiveInt, PositiveSeconds
+from pgshovel.source import (
+    KeyRange,
+    TableShape,
+    connect,
+    make_ranges,
+    pick_boundaries,
+    range_predicate,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +85,7 @@ def sample_keys(connection: Connection, table: TableShape, percent: float) -> li
 
 def copy_range(source_dsn: str, snapshot_id: str, key_range: KeyRange, out: IO[bytes]) -> None:
     """Write one range's rows as COPY text, read in the imported snapshot."""
-    connection = sessions.connect(source_dsn, "pgshovel-replicate snapshot")
+    connection = connect(source_dsn, "pgshovel-replicate snapshot")
     try:
         connection.set_session(isolation_level="REPEATABLE READ", readonly=True)
         with connection.cursor() as cursor:
@@ -101,7 +107,7 @@ def _load_partition(
             def copy_out(out: IO[bytes], key_range: KeyRange = key_range) -> None:
                 copy_range(source_dsn, snapshot_id, key_range, out)
 
-            rows = sink.load_range(key_range.table, key_range.index, copy_out)
+            rows = sink.load_range(key_range, copy_out)
             counts.add({key_range.table.qualified: rows})
             yield key_range.table.qualified, rows, started, time.time()
 
@@ -111,15 +117,9 @@ def _load_partition(
 class PostgresSnapshotLoader:
     """Loads every table of the set from one snapshot, ``ranges_per_table`` tasks per table."""
 
-    def __init__(self, ranges_per_table: int = 8, progress_interval: float = 10.0) -> None:
-        if not isinstance(ranges_per_table, int) or ranges_per_table < 1:
-            raise ConfigurationError(
-                f"loader: ranges_per_table must be a positive integer, got {ranges_per_table!r}"
-            )
-        if not isinstance(progress_interval, (int, float)) or progress_interval <= 0:
-            raise ConfigurationError(
-                f"loader: progress_interval must be positive seconds, got {progress_interval!r}"
-            )
+    def __init__(
+        self, ranges_per_table: PositiveInt = 8, progress_interval: PositiveSeconds = 10.0
+    ) -> None:
         self.ranges_per_table = ranges_per_table
         self.progress_interval = float(progress_interval)
 
@@ -150,14 +150,14 @@ class PostgresSnapshotLoader:
         sink: SnapshotSink,
         on_exported: Callable[[str], None],
     ) -> list[TableLoadReport]:
-        connection = sessions.connect(source_dsn, "pgshovel-replicate snapshot export")
+        connection = connect(source_dsn, "pgshovel-replicate snapshot export")
         try:
             connection.set_session(isolation_level="REPEATABLE READ", readonly=True)
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_export_snapshot(), txid_current_snapshot()::text")
                 row = cursor.fetchone()
             if row is None:
-                raise ReplicationError("pg_export_snapshot() returned nothing; cannot load")
+                raise DatabaseError("pg_export_snapshot() returned nothing; cannot load")
             snapshot_id, txid_snapshot = row
             logger.info("exported snapshot %s (transactions %s)", snapshot_id, txid_snapshot)
             on_exported(txid_snapshot)
@@ -165,7 +165,7 @@ class PostgresSnapshotLoader:
             # transaction would hold each table's lock until the load ends, and a
             # TRUNCATE queued behind that lock would block every later range of the
             # table (and the source's writers) for good. Boundaries need no snapshot.
-            planner = sessions.connect(source_dsn, "pgshovel-replicate snapshot plan")
+            planner = connect(source_dsn, "pgshovel-replicate snapshot plan")
             try:
                 ranges, estimates = self.plan(planner, tables)
             finally:

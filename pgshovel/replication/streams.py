@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from pgshovel.errors import ConfigurationError, ReplicationError
-from pgshovel.replication.abc import MicroBatch
-from pgshovel.replication.model import WorkerState
-from pgshovel.stream.batches import CommittedBatch
+from pgshovel.abc import MicroBatch
+from pgshovel.errors import ProgrammingError
+from pgshovel.settings import NonEmptyText, PositiveInt, PositiveSeconds
+from pgshovel.stream.batches import CommittedBatch, WorkerState
 from pgshovel.stream.reader import KafkaReader
 from pgshovel.stream.validation import StreamValidator
 
@@ -29,22 +29,12 @@ class KafkaStream:
 
     def __init__(
         self,
-        bootstrap_servers: str,
-        topic: str | None = None,
+        bootstrap_servers: NonEmptyText,
+        topic: NonEmptyText | None = None,
         properties: Mapping[str, Any] | None = None,
-        max_batch_messages: int = 50000,
-        poll_timeout: float = 1.0,
+        max_batch_messages: PositiveInt = 50000,
+        poll_timeout: PositiveSeconds = 1.0,
     ) -> None:
-        if not isinstance(bootstrap_servers, str) or not bootstrap_servers:
-            raise ConfigurationError(
-                f"stream: bootstrap_servers must be 'host:port[,...]', got {bootstrap_servers!r}"
-            )
-        if not isinstance(max_batch_messages, int) or max_batch_messages < 1:
-            raise ConfigurationError(
-                f"stream: max_batch_messages must be a positive integer, got {max_batch_messages!r}"
-            )
-        if properties is not None and not isinstance(properties, Mapping):
-            raise ConfigurationError(f"stream: properties must be a mapping, got {properties!r}")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.properties = dict(properties or {})
@@ -55,7 +45,7 @@ class KafkaStream:
     @property
     def reader(self) -> KafkaReader:
         if self._reader is None:
-            raise ReplicationError("kafka stream is not open; call open() first")
+            raise ProgrammingError("kafka stream is not open; call open() first")
         return self._reader
 
     def open(self, default_topic: str) -> None:

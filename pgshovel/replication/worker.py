@@ -13,7 +13,8 @@ Order of effects, which crash safety rests on:
    position lives only in the target.
 
 ``should_stop`` is checked between micro-batches, so a stop request ends the
-worker after the current micro-batch is applied.
+worker after the current micro-batch is applied. A transient failure anywhere
+starts over from 1 after a backoff; the stored state makes that exact.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pgshovel.abc import TableLoadReport
+from pgshovel.cluster import names
+from pgshovel.errors import PgshovelError
+from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
-from pgshovel.replication import catalog, sessions
-from pgshovel.replication.abc import TableLoadReport
+from pgshovel.replication import catalog
 from pgshovel.replication.config import ReplicationConfiguration
-from pgshovel.replication.model import TableShape, WorkerState
+from pgshovel.source import TableShape, connect
+from pgshovel.stream.batches import WorkerState
 from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
 
 logger = logging.getLogger(__name__)
@@ -38,11 +43,22 @@ def read_table_shapes(
     set_configuration: configuration_pb2.ReplicationSetConfiguration,
 ) -> list[TableShape]:
     """The set's tables as the source catalog describes them."""
-    connection = sessions.connect(set_configuration.database.dsn)
+    connection = connect(set_configuration.database.dsn, "pgshovel-replicate")
     try:
         return catalog.set_shapes(connection, set_configuration)
     finally:
         connection.close()
+
+
+def _sleeper(should_stop: Callable[[], bool]) -> Callable[[float], None]:
+    """A sleep that returns early, within a tenth of a second, once ``should_stop()``."""
+
+    def sleep(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not should_stop() and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    return sleep
 
 
 class Worker:
@@ -62,15 +78,35 @@ class Worker:
         self.configuration = configuration
         self.spark = spark
         self.load_reports: list[TableLoadReport] = []
+        #: the last state stored in the target (None until known)
+        self.state: WorkerState | None = None
 
-    def run(self, should_stop: Callable[[], bool] = lambda: False) -> WorkerState:
-        """Load if needed and stream until ``should_stop()``; return the last stored state."""
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> WorkerState | None:
+        """Load if needed and stream until ``should_stop()``; return the last stored state.
+
+        A transient failure (a lost connection, an unavailable broker) closes
+        everything and starts over from the state stored in the target, after a
+        backoff; any other failure ends the worker (see ``pgshovel.policy``).
+        """
+        policy = ErrorPolicy("exit", _sleeper(should_stop), logger)
+        while True:
+            try:
+                return self._run(should_stop, policy.succeeded)
+            except PgshovelError as error:
+                policy.failed(error)
+                if should_stop():
+                    return self.state
+
+    def _run(
+        self, should_stop: Callable[[], bool], on_success: Callable[[], None]
+    ) -> WorkerState | None:
         tables = read_table_shapes(self.set_configuration)
         stream = self.configuration.stream
         target = self.configuration.target
-        stream.open(f"{self.cluster}.{self.set_name}")
+        stream.open(names.topic_name(self.cluster, self.set_name))
         try:
             state = target.open(self.cluster, self.set_name, tables)
+            on_success()
             if state is None or state.phase == "snapshot":
                 if state is not None:
                     logger.warning(
@@ -80,7 +116,8 @@ class Worker:
                 state = self.load(tables)
             else:
                 logger.info("resuming the stream at offset %d", state.next_offset)
-            return self.stream(state, should_stop)
+            self.state = state
+            return self.stream(state, should_stop, on_success)
         finally:
             stream.close()
             target.close()
@@ -112,7 +149,12 @@ class Worker:
         )
         return state
 
-    def stream(self, state: WorkerState, should_stop: Callable[[], bool]) -> WorkerState:
+    def stream(
+        self,
+        state: WorkerState,
+        should_stop: Callable[[], bool],
+        on_success: Callable[[], None] = lambda: None,
+    ) -> WorkerState:
         """Apply micro-batches until ``should_stop()``; return the last stored state."""
         handoff = HandoffFilter(parse_txid_snapshot(state.snapshot))
         target = self.configuration.target
@@ -121,6 +163,8 @@ class Worker:
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
             state = dataclasses.replace(state, position=batches[-1].position)
             rows = target.apply(batches, state)
+            self.state = state
+            on_success()
             seconds = time.monotonic() - started
             mutations = sum(len(batch.mutations) for batch in batches)
             logger.info(

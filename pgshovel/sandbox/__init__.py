@@ -15,11 +15,13 @@ that user's home when the state directory is out of its reach. The servers are
 tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 """
 
+from pgshovel.sandbox._children import ChildProcess
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
 from pgshovel.sandbox._startup import start_kafka, stop_kafka
 
 __all__ = [
+    "ChildProcess",
     "SandboxConnection",
     "ServiceStatus",
     "load",

@@ -28,7 +28,7 @@ from pgshovel.sandbox._render import (
     render_properties,
 )
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 WARMUP_TOPIC = "pgshovel-sandbox-warmup"
 # librdkafka warns on every client that the 0.9 properties are deprecated; the
@@ -65,7 +65,7 @@ def forget_previous_broker(zookeeper_port: int) -> None:
         for path in (f"{KAFKA_CHROOT}/brokers/ids/0", f"{KAFKA_CHROOT}/controller"):
             try:
                 client.delete(path)
-                log.info("removed stale zookeeper node %s", path)
+                logger.info("removed stale zookeeper node %s", path)
             except NoNodeError:
                 pass
     except KazooException as error:

@@ -20,7 +20,7 @@ from pgshovel.sandbox import _postgres, _process, _startup, _state
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._plan import SERVICES, ProcessState
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 90.0
 
@@ -68,7 +68,7 @@ def start(state_dir: Path, timeout: float = DEFAULT_TIMEOUT) -> SandboxConnectio
     with _state.locked(state_dir):
         previous = _load_quietly(state_dir)
         if previous is not None and _startup.healthy(state_dir, previous):
-            log.info("the sandbox in %s is already running", state_dir)
+            logger.info("the sandbox in %s is already running", state_dir)
             return previous
         _stop_recorded(state_dir, previous)
         return _startup.start_services(state_dir, previous, timeout)
@@ -85,7 +85,7 @@ def stop(state_dir: Path, purge: bool = False) -> None:
         if purge:
             _postgres.purge(_state.location(state_dir, previous), state_dir)
             shutil.rmtree(state_dir)
-            log.info("removed %s", state_dir)
+            logger.info("removed %s", state_dir)
 
 
 def terminate(connection: SandboxConnection) -> None:
@@ -120,5 +120,5 @@ def _load_quietly(state_dir: Path) -> SandboxConnection | None:
         return load(state_dir)
     except SandboxError as error:
         if (state_dir / _state.STATE_FILE).exists():
-            log.warning("ignoring the unreadable record of the previous run: %s", error)
+            logger.warning("ignoring the unreadable record of the previous run: %s", error)
         return None

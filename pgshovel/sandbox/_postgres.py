@@ -33,7 +33,7 @@ from pgshovel.sandbox._plan import (
 )
 from pgshovel.sandbox._render import initdb_command, postgres_command
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DEFAULT_BINDIR = Path("/usr/lib/postgresql/15/bin")
 SERVER_USER = "postgres"
@@ -95,9 +95,9 @@ def prepare(location: PostgresLocation, user: ServerUser, log_file: Path) -> Non
         _clear_stale_locks(location)
         return
     if location.data_dir.exists():
-        log.warning("removing incomplete postgresql data directory %s", location.data_dir)
+        logger.warning("removing incomplete postgresql data directory %s", location.data_dir)
         shutil.rmtree(location.data_dir)
-    log.info("initdb %s", location.data_dir)
+    logger.info("initdb %s", location.data_dir)
     with open(log_file, "ab") as output:
         result = subprocess.run(
             initdb_command(bindir(), location.data_dir),
@@ -194,12 +194,14 @@ def _clear_stale_locks(location: PostgresLocation) -> None:
             continue
         state = ProcessState.GONE if pid is None else _process.state_of(pid, marker)
         if pid is not None and state is ProcessState.OURS:
-            log.warning("a postgresql server (pid %d) still runs on %s: stopping it", pid, marker)
+            logger.warning(
+                "a postgresql server (pid %d) still runs on %s: stopping it", pid, marker
+            )
             stop(pid, location, timeout=30.0)
         if pid is not None and state is not ProcessState.FOREIGN:
             _process.wait_exited(pid, timeout=10.0)
         if lock != data_lock or pid is None or state is ProcessState.FOREIGN:
-            log.info("removing stale lock file %s", lock)
+            logger.info("removing stale lock file %s", lock)
             lock.unlink(missing_ok=True)
 
 

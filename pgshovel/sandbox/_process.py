@@ -52,7 +52,7 @@ def spawn(
 def _popen(
     command: Sequence[str],
     output: IO[bytes],
-    cwd: Path,
+    cwd: Path | None,
     user: str | None,
     env: Mapping[str, str] | None,
 ) -> subprocess.Popen[bytes]:

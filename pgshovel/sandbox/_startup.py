@@ -26,7 +26,7 @@ from pgshovel.sandbox._connection import (
 )
 from pgshovel.sandbox._plan import SERVICES, ProcessState, choose_ports, processes_to_stop
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def start_services(
@@ -98,7 +98,7 @@ def start_services(
         _kafka.warm_up(ports["kafka"], KAFKA_09_PROPERTIES, timeout)
         _timed("kafka", began, ports["kafka"])
     except BaseException:
-        log.error("sandbox startup failed: stopping what was started")
+        logger.error("sandbox startup failed: stopping what was started")
         for service, started in processes_to_stop(
             {name: [pid] for name, pid in pids.items()},
             {pid: ProcessState.OURS for pid in pids.values()},
@@ -166,7 +166,7 @@ def _launch(
         port = _process.allocate_port()
         while port in ports.values():
             port = _process.allocate_port()
-        log.warning(
+        logger.warning(
             "%s could not use port %d: retrying on port %d",
             service,
             ports[service],
@@ -201,7 +201,7 @@ def _await(
 
 def _timed(service: str, began: float, port: int) -> float:
     now = time.monotonic()
-    log.info("%s ready on 127.0.0.1:%d in %.1f s", service, port, now - began)
+    logger.info("%s ready on 127.0.0.1:%d in %.1f s", service, port, now - began)
     return now
 
 

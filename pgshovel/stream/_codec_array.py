@@ -78,13 +78,50 @@ def _split_simple(inner: str) -> list[str | None]:
     return elements
 
 
+class _NestedParser:
+    """Builds the nested lists of an array's braces, one token at a time."""
+
+    def __init__(self) -> None:
+        self.root: list[object] = []
+        self.stack: list[list[object]] = []
+        self.expect_element = True  # after '{' or ','; False after an element or '}'
+        self.just_opened = False
+
+    def open(self, position: int) -> None:
+        if not self.expect_element:
+            raise ValueError(f"unexpected '{{' at position {position}")
+        child: list[object] = []
+        if self.stack:
+            self.stack[-1].append(child)
+        else:
+            self.root = child
+        self.stack.append(child)
+        self.just_opened = True
+
+    def close(self, position: int) -> bool:
+        """Close the innermost braces; True when the outermost ones closed."""
+        if self.expect_element and not self.just_opened:
+            raise ValueError(f"an element is missing before '}}' at position {position}")
+        self.stack.pop()
+        self.expect_element = self.just_opened = False
+        return not self.stack
+
+    def comma(self, position: int) -> None:
+        if self.expect_element:
+            raise ValueError(f"an element is missing before ',' at position {position}")
+        self.expect_element = True
+        self.just_opened = False
+
+    def element(self, position: int, value: str | None) -> None:
+        if not self.expect_element:
+            raise ValueError(f"a ',' is missing before position {position}")
+        self.stack[-1].append(value)
+        self.expect_element = self.just_opened = False
+
+
 def _parse_nested(text: str, position: int) -> list[object]:
     """The nested lists of element values of the braces starting at ``position``."""
-    root: list[object] = []
-    stack: list[list[object]] = []
-    expect_element = True  # after '{' or ','; False after an element or '}'
-    just_opened = False
-    length = len(text)
+    parser = _NestedParser()
     while True:
         match = _TOKEN_RE.match(text, position)
         if match is None:
@@ -92,41 +129,23 @@ def _parse_nested(text: str, position: int) -> list[object]:
         position = match.end()
         opened, closed, comma, quoted, bare = match.groups()
         if opened:
-            if not expect_element:
-                raise ValueError(f"unexpected '{{' at position {position - 1}")
-            child: list[object] = []
-            if stack:
-                stack[-1].append(child)
-            else:
-                root = child
-            stack.append(child)
-            just_opened = True
+            parser.open(position - 1)
             continue
-        if not stack:
+        if not parser.stack:
             raise ValueError("an array must start with '{'")
         if closed:
-            if expect_element and not just_opened:
-                raise ValueError(f"an element is missing before '}}' at position {position - 1}")
-            stack.pop()
-            expect_element = just_opened = False
-            if not stack:
+            if parser.close(position - 1):
                 break
         elif comma:
-            if expect_element:
-                raise ValueError(f"an element is missing before ',' at position {position - 1}")
-            expect_element = True
-            just_opened = False
+            parser.comma(position - 1)
+        elif quoted is not None:
+            unquoted = _ESCAPE_RE.sub(r"\1", quoted) if "\\" in quoted else quoted
+            parser.element(match.start(), unquoted)
         else:
-            if not expect_element:
-                raise ValueError(f"a ',' is missing before position {match.start()}")
-            if quoted is not None:
-                stack[-1].append(_ESCAPE_RE.sub(r"\1", quoted) if "\\" in quoted else quoted)
-            else:
-                stack[-1].append(_bare_element(bare))
-            expect_element = just_opened = False
-    if text[position:length].strip(_WHITESPACE):
+            parser.element(match.start(), _bare_element(bare))
+    if text[position:].strip(_WHITESPACE):
         raise ValueError(f"unexpected text after the array at position {position}")
-    return root
+    return parser.root
 
 
 def _flatten(root: list[object]) -> tuple[list[int], list[str | None]]:

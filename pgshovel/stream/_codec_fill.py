@@ -140,15 +140,22 @@ def other_filler(type_name: str) -> Filler:
     return fill
 
 
+def _start_array(
+    value: stream_pb2.Value, element_type: str, text: str
+) -> tuple[Callable[[], stream_pb2.Value], list[str | None]]:
+    """Parse array text into ``value``'s header; its ``elements.add`` and the element texts."""
+    dimensions, lower_bounds, items = parse_array(text)
+    array = value.array
+    array.element_type = element_type
+    if dimensions:
+        array.dimensions.extend(dimensions)
+        array.lower_bounds.extend(lower_bounds)
+    return array.elements.add, items
+
+
 def _array_filler(element_type: str, fill_element: Filler) -> Filler:
     def fill(value: stream_pb2.Value, text: str) -> None:
-        dimensions, lower_bounds, items = parse_array(text)
-        array = value.array
-        array.element_type = element_type
-        if dimensions:
-            array.dimensions.extend(dimensions)
-            array.lower_bounds.extend(lower_bounds)
-        add = array.elements.add
+        add, items = _start_array(value, element_type, text)
         for index, item in enumerate(items):
             element = add()
             if item is None:
@@ -166,13 +173,7 @@ def _string_array_filler(element_type: str) -> Filler:
     """Arrays of string types: nothing to check per element, so no call per element."""
 
     def fill(value: stream_pb2.Value, text: str) -> None:
-        dimensions, lower_bounds, items = parse_array(text)
-        array = value.array
-        array.element_type = element_type
-        if dimensions:
-            array.dimensions.extend(dimensions)
-            array.lower_bounds.extend(lower_bounds)
-        add = array.elements.add
+        add, items = _start_array(value, element_type, text)
         for item in items:
             if item is None:
                 add().null = NULL

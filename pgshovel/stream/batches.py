@@ -1,4 +1,4 @@
-"""What a validated stream yields: whole committed batches and the position after them.
+"""Committed batches, stream positions, and the state a consumer stores to resume exactly.
 
 A ``StreamPosition`` is everything a consumer must store, together with what it
 applied, to resume exactly after the last batch it applied and to keep
@@ -9,6 +9,7 @@ publisher: its epoch must not be older).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pgshovel.protocol import stream_pb2
 
@@ -42,3 +43,25 @@ class CommittedBatch:
     mutations: tuple[stream_pb2.Mutation, ...]
     # Position of the batch's Commit message; store it with the applied data.
     position: StreamPosition
+
+
+Phase = Literal["snapshot", "streaming"]
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """What a consumer stores with the applied data to resume exactly.
+
+    ``snapshot`` is the loader's ``txid_current_snapshot()`` text, ``start_offset``
+    the topic offset noted before it was exported, ``position`` the last applied
+    batch (None until the first one).
+    """
+
+    phase: Phase
+    snapshot: str
+    start_offset: int
+    position: StreamPosition | None = None
+
+    @property
+    def next_offset(self) -> int:
+        return self.start_offset if self.position is None else self.position.offset + 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pgshovel.errors import ReplicationError, StreamError
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.batches import CommittedBatch
 
@@ -65,7 +65,7 @@ def parse_txid_snapshot(text: str) -> Snapshot:
         xip = frozenset(int(txid) for txid in parts[2].split(",")) if parts[2] else frozenset()
         return Snapshot(xmin, xmax, xip)
     except ValueError as error:
-        raise ReplicationError(
+        raise StreamError(
             f"cannot parse transaction snapshot {text!r}: {error}; expected PostgreSQL's "
             "'xmin:xmax:xip,...' text as returned by txid_current_snapshot()"
         ) from error

@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from google.protobuf.message import DecodeError
 
-from pgshovel.errors import ConfigurationError, StreamError
+from pgshovel.errors import BrokerUnavailable, StreamError
 from pgshovel.protocol import stream_pb2
 
 __all__ = ["KafkaReader", "consumer_settings"]
@@ -50,8 +50,6 @@ class KafkaReader:
         properties: Mapping[str, Any] | None = None,
         timeout: float = 30.0,
     ) -> None:
-        if not bootstrap_servers:
-            raise ConfigurationError("stream: bootstrap_servers must not be empty")
         self.topic = topic
         self.timeout = timeout
         self._consumer = Consumer(
@@ -74,7 +72,7 @@ class KafkaReader:
                 self._partition, timeout=self.timeout, cached=False
             )
         except KafkaException as error:
-            raise StreamError(
+            raise BrokerUnavailable(
                 f"cannot read the offsets of topic {self.topic!r}: {error}; check that the "
                 "topic exists and the brokers are reachable"
             ) from error
@@ -105,7 +103,9 @@ class KafkaReader:
                         f"topic {self.topic!r} no longer holds the offset being read: {error}; "
                         "reload the target from a fresh snapshot"
                     )
-                raise StreamError(f"reading topic {self.topic!r} failed: {error}")
+                if error.fatal():
+                    raise StreamError(f"reading topic {self.topic!r} failed: {error}")
+                raise BrokerUnavailable(f"reading topic {self.topic!r} failed: {error}")
             offset = record.offset()
             if offset is None:
                 raise StreamError(f"message of topic {self.topic!r} has no offset")

@@ -42,7 +42,7 @@ def test_pgq_queue_delivers_an_event_in_a_batch(database: str) -> None:
             cursor.execute("SELECT pgq.force_tick('smoke')")
             cursor.execute("SELECT pgq.ticker()")
             cursor.execute("SELECT pgq.next_batch('smoke', 'reader')")
-            batch_id = cursor.fetchone()[0]
+            batch_id = cursor.fetchone()[0]  # type: ignore[index]
             assert batch_id is not None, "the ticker made no batch out of a committed event"
             cursor.execute("SELECT ev_type, ev_data FROM pgq.get_batch_events(%s)", (batch_id,))
             assert cursor.fetchall() == [("greeting", "hello pgq")]
@@ -79,7 +79,10 @@ def test_kafka_round_trips_keyed_messages(kafka_config: dict[str, str], topic: s
     producer = Producer(kafka_config)
     for key, value in sent:
         producer.produce(
-            topic, key=key, value=value, on_delivery=lambda e, _m: e and failures.append(e)
+            topic,
+            key=key,
+            value=value,
+            on_delivery=lambda error, _message: failures.append(error) if error else None,
         )
     assert producer.flush(30.0) == 0 and failures == []
 
@@ -107,7 +110,7 @@ def test_sandbox_json_records_the_running_services(sandbox: SandboxConnection) -
     assert all(service.running for service in status(Path(sandbox.state_dir)))
     with psycopg2.connect(sandbox.source_dsn) as connection, connection.cursor() as cursor:
         cursor.execute("SHOW max_prepared_transactions")
-        assert int(cursor.fetchone()[0]) > 0
+        assert int(cursor.fetchone()[0]) > 0  # type: ignore[index]
     connection.close()
 
 

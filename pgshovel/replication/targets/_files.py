@@ -12,9 +12,8 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pgshovel.errors import ReplicationError
-from pgshovel.replication.model import WorkerState
-from pgshovel.stream.batches import StreamPosition
+from pgshovel.errors import AlreadyRunning
+from pgshovel.stream.batches import StreamPosition, WorkerState
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -97,7 +96,7 @@ def lock_directory(root: Path) -> IO[str]:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
         handle.close()
-        raise ReplicationError(
+        raise AlreadyRunning(
             f"another replication worker holds {root}; stop it first "
             "(one worker per target directory)"
         ) from error

@@ -18,7 +18,7 @@ from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.replication import copytext
 from pgshovel.replication.changes import Change, Operation, Row, reduce_changes
-from pgshovel.replication.model import TableShape
+from pgshovel.source import TableShape
 
 DELETED_COLUMN = "pgshovel deleted"
 

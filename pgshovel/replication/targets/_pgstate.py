@@ -10,9 +10,8 @@ from __future__ import annotations
 from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
-from pgshovel.errors import ReplicationError
-from pgshovel.replication.model import WorkerState
-from pgshovel.stream.batches import StreamPosition
+from pgshovel.errors import AlreadyRunning
+from pgshovel.stream.batches import StreamPosition, WorkerState
 
 STATE_SCHEMA = "pgshovel_replication"
 STATE_TABLE = "worker_state"
@@ -67,7 +66,7 @@ def lock(cursor: Cursor, cluster: str, set_name: str) -> None:
     cursor.execute("SELECT pg_try_advisory_lock(hashtext(%s), hashtext(%s))", (cluster, set_name))
     row = cursor.fetchone()
     if row is None or not row[0]:
-        raise ReplicationError(
+        raise AlreadyRunning(
             f"another replication worker is running for set {set_name!r} of cluster "
             f"{cluster!r} on this target; stop it first (one worker per set and target)"
         )

@@ -33,21 +33,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pgshovel.errors import ConfigurationError, ReplicationError
-from pgshovel.protocol import stream_pb2
+from pgshovel.abc import CopyOut, SnapshotSink
+from pgshovel.errors import ConfigurationError, ProgrammingError
 from pgshovel.replication import catalog, copytext
-from pgshovel.replication.abc import CopyOut, SnapshotSink
 from pgshovel.replication.changes import reduce_changes
-from pgshovel.replication.model import TableShape, WorkerState
-from pgshovel.replication.mutations import to_change
+from pgshovel.replication.mutations import Entry, group_by_table
 from pgshovel.replication.targets import _arrow, _files
-from pgshovel.stream.batches import CommittedBatch
+from pgshovel.settings import NonEmptyText
+from pgshovel.source import KeyRange, TableShape
+from pgshovel.stream.batches import CommittedBatch, WorkerState
+from pgshovel.stream.operations import OPERATION_NAMES
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "_state.json"
 SNAPSHOT_VERSION = "snapshot"
-_OPERATIONS = {value: name for name, value in stream_pb2.Mutation.Operation.items()}
 
 
 def table_directory(root: Path, schema: str, name: str) -> Path:
@@ -64,14 +64,15 @@ class ParquetSnapshotSink:
 
     path: str
 
-    def load_range(self, table: TableShape, index: int, copy_out: CopyOut) -> int:
+    def load_range(self, key_range: KeyRange, copy_out: CopyOut) -> int:
+        table, index = key_range.table, key_range.index
         buffer = io.BytesIO()
         copy_out(buffer)
         lines = buffer.getvalue().decode("utf-8").splitlines()
         rows = [copytext.decode_line(line) for line in lines]
         directory = table_directory(Path(self.path), table.schema, table.name)
         target = directory / "current" / SNAPSHOT_VERSION / f"part-{index:05d}.parquet"
-        _files.write_parquet(_arrow.to_arrow(table, rows), target)
+        _files.write_parquet(_arrow.text_rows_to_arrow(table, rows), target)
         return len(rows)
 
 
@@ -96,9 +97,7 @@ def _change_log_schema(table: TableShape) -> pa.Schema:
 class ParquetTarget:
     """Replicates into Parquet files under ``path`` (a local or mounted directory)."""
 
-    def __init__(self, path: str) -> None:
-        if not isinstance(path, str) or not path:
-            raise ConfigurationError(f"parquet target: path must be a directory, got {path!r}")
+    def __init__(self, path: NonEmptyText) -> None:
         self.path = path
         self.root = Path(path)
         self._lock: IO[str] | None = None
@@ -158,26 +157,18 @@ class ParquetTarget:
 
     def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
         if state.position is None:
-            raise ReplicationError("parquet target: apply needs a stream position")
+            raise ProgrammingError("parquet target: apply needs a stream position")
         offset = state.position.offset
-        tables = catalog.by_name(self._tables)
-        per_table: dict[tuple[str, str], list[tuple[CommittedBatch, stream_pb2.Mutation]]] = {}
-        for batch in batches:
-            for mutation in batch.mutations:
-                name = (mutation.schema, mutation.table)
-                if name not in tables:
-                    raise ReplicationError(
-                        f"batch {batch.batch_id!r} holds a mutation on {name!r}, which is not a "
-                        "table of the set the worker loaded; restart the worker"
-                    )
-                per_table.setdefault(name, []).append((batch, mutation))
+        grouped = group_by_table(batches, catalog.by_name(self._tables), _arrow.arrow_value)
         versions = dict(self._versions)
         rows = 0
-        for name, entries in per_table.items():
-            table = tables[name]
-            changes = [to_change(mutation, table) for _, mutation in entries]
+        for table in self._tables:
+            entries = grouped.get(table.identity)
+            if not entries:
+                continue
             directory = table_directory(self.root, table.schema, table.name)
-            self._write_change_log(table, entries, changes, directory, offset)
+            self._write_change_log(table, entries, directory, offset)
+            changes = [change for _, _, change in entries]
             versions[table.qualified] = self._write_current(table, changes, directory, offset)
             rows += len(changes)
         _files.write_json(_files.state_to_document(state, versions), self.root / STATE_FILE)
@@ -199,25 +190,22 @@ class ParquetTarget:
             self._lock = None
 
     def _write_change_log(
-        self,
-        table: TableShape,
-        entries: Sequence[tuple[CommittedBatch, stream_pb2.Mutation]],
-        changes: Sequence[Any],
-        directory: Path,
-        offset: int,
+        self, table: TableShape, entries: Sequence[Entry], directory: Path, offset: int
     ) -> None:
         schema = _change_log_schema(table)
         columns = [
-            pa.array([batch.position.offset for batch, _ in entries], pa.int64()),
+            pa.array([batch.position.offset for batch, _, _ in entries], pa.int64()),
             pa.array(list(range(len(entries))), pa.int32()),
-            pa.array([batch.node.hex() for batch, _ in entries], pa.string()),
-            pa.array([batch.batch_id for batch, _ in entries], pa.int64()),
-            pa.array([mutation.transaction for _, mutation in entries], pa.int64()),
-            pa.array([mutation.id for _, mutation in entries], pa.int64()),
-            pa.array([_OPERATIONS[mutation.operation] for _, mutation in entries], pa.string()),
-            pa.array([mutation.timestamp for _, mutation in entries], pa.timestamp("us", tz="UTC")),
-            _arrow.to_struct_array(table, [change.old for change in changes]),
-            _arrow.to_struct_array(table, [change.new for change in changes]),
+            pa.array([batch.node.hex() for batch, _, _ in entries], pa.string()),
+            pa.array([batch.batch_id for batch, _, _ in entries], pa.int64()),
+            pa.array([mutation.transaction for _, mutation, _ in entries], pa.int64()),
+            pa.array([mutation.id for _, mutation, _ in entries], pa.int64()),
+            pa.array([OPERATION_NAMES[mutation.operation] for _, mutation, _ in entries]),
+            pa.array(
+                [mutation.timestamp for _, mutation, _ in entries], pa.timestamp("us", tz="UTC")
+            ),
+            _arrow.to_struct_array(table, [change.old for _, _, change in entries]),
+            _arrow.to_struct_array(table, [change.new for _, _, change in entries]),
         ]
         log = pa.Table.from_arrays(columns, schema=schema)
         _files.write_parquet(log, directory / "changes" / f"{_offset_name(offset)}.parquet")
@@ -265,7 +253,7 @@ def _is_in_keys(rows: pa.Table, keys: pa.Table, key: Sequence[str]) -> pa.Array:
 def _state(path: str) -> tuple[WorkerState, dict[str, str]]:
     state_path = Path(path) / STATE_FILE
     if not state_path.exists():
-        raise ReplicationError(f"{path} holds no replicated data yet (no {STATE_FILE})")
+        raise ConfigurationError(f"{path} holds no replicated data yet (no {STATE_FILE})")
     return _files.state_from_document(json.loads(state_path.read_text()))
 
 
@@ -274,7 +262,7 @@ def current_path(path: str, schema: str, table: str) -> str:
     _, versions = _state(path)
     version = versions.get(f"{schema}.{table}")
     if version is None:
-        raise ReplicationError(f"{path} holds no current state of {schema!r}.{table!r}")
+        raise ConfigurationError(f"{path} holds no current state of {schema!r}.{table!r}")
     return str(table_directory(Path(path), schema, table) / "current" / version)
 
 

@@ -20,14 +20,15 @@ import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
+from pgshovel.abc import CopyOut, SnapshotSink
 from pgshovel.cluster.dsn import mask_dsn
-from pgshovel.errors import DatabaseError, ReplicationError
-from pgshovel.replication import catalog, sessions
-from pgshovel.replication.abc import CopyOut, SnapshotSink
-from pgshovel.replication.model import TableShape, WorkerState
+from pgshovel.errors import DatabaseError, PgshovelError, ProgrammingError
+from pgshovel.replication import catalog
 from pgshovel.replication.mutations import group_by_table
 from pgshovel.replication.targets import _pgapply, _pgstate
-from pgshovel.stream.batches import CommittedBatch
+from pgshovel.settings import NonEmptyText
+from pgshovel.source import KeyRange, TableShape, connect, translating
+from pgshovel.stream.batches import CommittedBatch, WorkerState
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +41,10 @@ class PostgresSnapshotSink:
 
     dsn: str
 
-    def load_range(self, table: TableShape, index: int, copy_out: CopyOut) -> int:
-        connection = sessions.connect(self.dsn, "pgshovel-replicate snapshot")
+    def load_range(self, key_range: KeyRange, copy_out: CopyOut) -> int:
+        connection = connect(self.dsn, "pgshovel-replicate snapshot")
         try:
-            return _pipe_range(connection, table, copy_out)
+            return _pipe_range(connection, key_range.table, copy_out)
         finally:
             connection.close()
 
@@ -73,7 +74,9 @@ def _pipe_range(connection: Connection, table: TableShape, copy_out: CopyOut) ->
         producer.join()
     if failure:
         connection.rollback()
-        raise ReplicationError(
+        if isinstance(failure[0], PgshovelError):
+            raise failure[0]
+        raise DatabaseError(
             f"reading a snapshot range of {table.qualified!r} from the source failed: {failure[0]}"
         ) from failure[0]
     connection.commit()
@@ -83,11 +86,7 @@ def _pipe_range(connection: Connection, table: TableShape, copy_out: CopyOut) ->
 class PostgresTarget:
     """Replicates into the PostgreSQL database at ``dsn`` (tables created when missing)."""
 
-    def __init__(self, dsn: str) -> None:
-        if not isinstance(dsn, str) or not dsn:
-            raise ReplicationError(
-                f"postgresql target: dsn must be a connection string, got {dsn!r}"
-            )
+    def __init__(self, dsn: NonEmptyText) -> None:
         self.dsn = dsn
         self._connection: Connection | None = None
         self._tables: list[TableShape] = []
@@ -100,72 +99,76 @@ class PostgresTarget:
     @property
     def connection(self) -> Connection:
         if self._connection is None:
-            raise ReplicationError("postgresql target is not open; call open() first")
+            raise ProgrammingError("postgresql target is not open; call open() first")
         return self._connection
 
     def open(self, cluster: str, set_name: str, tables: Sequence[TableShape]) -> WorkerState | None:
         self._cluster, self._set_name, self._tables = cluster, set_name, list(tables)
-        self._connection = sessions.connect(self.dsn)
+        self._connection = connect(self.dsn, "pgshovel-replicate target")
         try:
-            with self.connection.cursor() as cursor:
+            with translating("preparing the postgresql target"), self.connection.cursor() as cursor:
                 _pgstate.lock(cursor, cluster, set_name)
                 _pgstate.create(cursor)
                 for table in tables:
                     _pgapply.create_table(cursor, table)
                 state = _pgstate.read(cursor, cluster, set_name)
-            self.connection.commit()
-        except psycopg2.Error as error:
-            self.connection.rollback()
-            raise DatabaseError(
-                f"cannot prepare the postgresql target: {str(error).strip()}"
-            ) from error
+                self.connection.commit()
+        except BaseException:
+            self._roll_back()
+            raise
         return state
 
     def begin_snapshot(self, state: WorkerState) -> None:
-        with self.connection.cursor() as cursor:
+        with translating("starting a snapshot load"), self.connection.cursor() as cursor:
             for table in self._tables:
                 _pgapply.truncate(cursor, table)
             _pgstate.write(cursor, self._cluster, self._set_name, state)
-        self.connection.commit()
+            self.connection.commit()
 
     def snapshot_sink(self) -> SnapshotSink:
         return PostgresSnapshotSink(self.dsn)
 
     def finish_snapshot(self, state: WorkerState) -> None:
-        with self.connection.cursor() as cursor:
+        with translating("finishing a snapshot load"), self.connection.cursor() as cursor:
             for table in self._tables:
                 cursor.execute(
                     sql.SQL("ANALYZE {}").format(sql.Identifier(table.schema, table.name))
                 )
             _pgstate.write(cursor, self._cluster, self._set_name, state)
-        self.connection.commit()
+            self.connection.commit()
 
     def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
+        first = batches[0].position.offset if batches else None
+        doing = (
+            f"applying {len(batches)!r} batch(es) from offset {first!r} to the postgresql target"
+        )
         rows = 0
         try:
-            with self.connection.cursor() as cursor:
+            with translating(doing + " (rolled back)"), self.connection.cursor() as cursor:
                 grouped = group_by_table(batches, catalog.by_name(self._tables))
                 for table in self._tables:
-                    changes = grouped.get((table.schema, table.name))
-                    if not changes:
+                    entries = grouped.get(table.identity)
+                    if not entries:
                         continue
+                    changes = [change for _, _, change in entries]
                     if table.key:
                         rows += _pgapply.apply_keyed(cursor, table, changes, STAGING_TABLE)
                     else:
                         rows += _pgapply.apply_unkeyed(cursor, table, changes)
                 _pgstate.write(cursor, self._cluster, self._set_name, state)
-            self.connection.commit()
-        except psycopg2.Error as error:
-            self.connection.rollback()
-            first = batches[0].position.offset if batches else None
-            raise DatabaseError(
-                f"applying {len(batches)!r} batch(es) from offset {first!r} to the postgresql "
-                f"target failed and was rolled back: {str(error).strip()}"
-            ) from error
+                self.connection.commit()
         except BaseException:
-            self.connection.rollback()
+            self._roll_back()
             raise
         return rows
+
+    def _roll_back(self) -> None:
+        connection = self._connection
+        if connection is not None and not connection.closed:
+            try:
+                connection.rollback()
+            except psycopg2.Error:
+                connection.close()
 
     def close(self) -> None:
         if self._connection is not None:

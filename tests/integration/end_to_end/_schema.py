@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from psycopg2 import sql
 from psycopg2.extras import execute_values
 
-from pgshovel.replication import sessions
+from pgshovel.source import connect
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def create_source(dsn: str, rows: int, bulk_rows: int, seed: int) -> None:
         "bulk": BULK.identifier,
     }
     _run(dsn, [sql.SQL(TYPES_DDL), sql.SQL(TABLES_DDL).format(**names)])
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         _insert(cursor, ODD, [odd_row(rng, key) for key in range(1, rows + 1)])
         _insert(
@@ -181,7 +181,7 @@ def _insert(cursor: object, table: Table, rows: Sequence[tuple[object, ...]]) ->
 
 
 def _run(dsn: str, statements: Sequence[sql.Composable]) -> None:
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         for statement in statements:
             cursor.execute(statement)
@@ -190,7 +190,7 @@ def _run(dsn: str, statements: Sequence[sql.Composable]) -> None:
 
 def dump(dsn: str, table: Table) -> list[str]:
     """Every row of ``table`` as PostgreSQL's row text, in key order."""
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         cursor.execute(
             sql.SQL("SELECT t::text FROM {} AS t ORDER BY {}").format(

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -23,8 +21,8 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 from psycopg2 import sql
 
-from pgshovel.replication import sessions
-from pgshovel.sandbox import SandboxConnection
+from pgshovel.sandbox import ChildProcess, SandboxConnection
+from pgshovel.source import connect
 from tests.integration.capture._capture import SET
 from tests.integration.relay._relay import queue_drained
 
@@ -69,62 +67,25 @@ def write_replication_yml(
     return path
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """``pgshovel-replicate replication.yml capture`` as a child process group."""
 
     def __init__(
         self, sandbox: SandboxConnection, cluster: str, configuration: Path, log: Path
     ) -> None:
-        self.log_path = log
-        self._log = log.open("ab")
-        self.process = subprocess.Popen(
-            [str(REPLICATE), str(configuration), SET],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=dict(
-                os.environ,
-                PGSHOVEL_CLUSTER=cluster,
-                PGSHOVEL_ZOOKEEPER_HOSTS=sandbox.zookeeper_hosts,
-            ),
-            start_new_session=True,
+        environment = dict(
+            os.environ, PGSHOVEL_CLUSTER=cluster, PGSHOVEL_ZOOKEEPER_HOSTS=sandbox.zookeeper_hosts
+        )
+        super().__init__(
+            "pgshovel-replicate", [str(REPLICATE), str(configuration), SET], log, env=environment
         )
 
     def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """kill -9 the whole process group (the CLI and its Spark JVM)."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait(30)
-        self._log.close()
+        return self.running()
 
     def stop(self, timeout: float = 120.0) -> int:
-        """SIGTERM (stop after the current micro-batch); return the exit code."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError(f"the worker ignored SIGTERM for {timeout}s") from None
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of the group
-        except ProcessLookupError:
-            pass
-        self._log.close()
-        return self.process.returncode
-
-    def ensure_stopped(self) -> None:
-        if self.alive():
-            self.kill()
-        elif not self._log.closed:
-            self._log.close()
+        """SIGTERM (stop after the current micro-batch); the exit code (-9: it had to be killed)."""
+        return super().stop(timeout)
 
 
 def wait_until(
@@ -147,7 +108,7 @@ def wait_until(
 
 def worker_state(target: str, cluster: str) -> tuple[str, int | None] | None:
     """(phase, stored offset) of the worker's state row in a PostgreSQL target, None if none."""
-    connection = sessions.connect(target)
+    connection = connect(target, "pgshovel-tests")
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
@@ -178,7 +139,7 @@ def parquet_state(path: Path) -> tuple[str, int | None] | None:
 
 def count_rows(dsn: str, table: Table) -> int:
     """Rows of a table, 0 while it does not exist yet."""
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     try:
         with connection.cursor() as cursor:
             cursor.execute(

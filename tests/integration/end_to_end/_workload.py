@@ -22,7 +22,7 @@ import psycopg2.errors
 from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
-from pgshovel.replication import sessions
+from pgshovel.source import connect
 
 from ._schema import (
     MATRIX,
@@ -115,7 +115,7 @@ class Workload:
 
     def _run(self, index: int, seed: int) -> None:
         rng = random.Random(seed * 100 + index)
-        connection = sessions.connect(self.dsn, f"pgshovel-e2e-workload-{index}")
+        connection = connect(self.dsn, f"pgshovel-e2e-workload-{index}")
         next_key = iter(range(KEY_SPACE * (index + 1), KEY_SPACE * (index + 2)))
         try:
             while not self._stop.is_set():

@@ -22,12 +22,12 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 
 from pgshovel.protocol import configuration_pb2
-from pgshovel.replication import catalog, sessions
+from pgshovel.replication import catalog
 from pgshovel.replication.copytext import decode_line
-from pgshovel.replication.model import TableShape
 from pgshovel.replication.targets import _arrow
 from pgshovel.replication.targets.parquet import change_files, current_path
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.source import TableShape, connect
 from tests.integration.relay._relay import read_topic, validated
 
 from ._scenario import Processes, Scenario
@@ -48,7 +48,7 @@ def comparable(value: Any) -> Any:
 def shape_of(dsn: str, table: Table) -> TableShape:
     configuration = configuration_pb2.ReplicationSetConfiguration()
     configuration.tables.add(schema=table.schema, name=table.name)
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     try:
         return catalog.set_shapes(connection, configuration)[0]
     finally:
@@ -69,7 +69,7 @@ def keyed(shape: TableShape, rows: list[dict[str, Any]]) -> dict[tuple[Any, ...]
 def source_rows(dsn: str, shape: TableShape) -> dict[tuple[Any, ...], tuple[Any, ...]]:
     """The source rows typed as the Parquet target types them (COPY text, as the loader reads)."""
     buffer = io.BytesIO()
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     try:
         with connection.cursor() as cursor:
             copy = sql.SQL("COPY {} ({}) TO STDOUT").format(
@@ -80,7 +80,7 @@ def source_rows(dsn: str, shape: TableShape) -> dict[tuple[Any, ...], tuple[Any,
     finally:
         connection.close()
     rows = [decode_line(line) for line in buffer.getvalue().decode().splitlines()]
-    return keyed(shape, _arrow.to_arrow(shape, rows).to_pylist())
+    return keyed(shape, _arrow.text_rows_to_arrow(shape, rows).to_pylist())
 
 
 def current_rows(path: Path, shape: TableShape) -> dict[tuple[Any, ...], tuple[Any, ...]]:

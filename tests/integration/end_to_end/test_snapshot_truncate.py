@@ -16,8 +16,8 @@ import pytest
 from kazoo.client import KazooClient
 from psycopg2 import sql
 
-from pgshovel.replication import sessions
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.source import connect
 
 from ._scenario import Processes, Scenario
 from ._schema import BULK, PAIRS, REGIONS, assert_same_rows, pairs_row
@@ -63,7 +63,7 @@ def test_truncate_during_the_snapshot_load_does_not_block_it(
         log=worker.output,
     )
     assert count_rows(target, BULK) < bulk_rows, "the TRUNCATE should come during the load"
-    connection = sessions.connect(source)
+    connection = connect(source, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         cursor.execute("SET lock_timeout = '60s'")
         cursor.execute(sql.SQL("TRUNCATE {}").format(PAIRS.identifier))

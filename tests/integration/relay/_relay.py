@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -15,8 +13,9 @@ import psycopg2
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
+from pgshovel.cluster import names
 from pgshovel.protocol import stream_pb2
-from pgshovel.sandbox import SandboxConnection
+from pgshovel.sandbox import ChildProcess, SandboxConnection
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.validation import StreamValidator
 from tests.integration.capture._capture import SET, install
@@ -43,56 +42,27 @@ def write_relay_yml(directory: Path, sandbox: SandboxConnection, **settings: Any
     return path
 
 
-class RelayProcess:
-    """One ``pgshovel-relay`` child process, always stopped by its PID."""
+class RelayProcess(ChildProcess):
+    """One ``pgshovel-relay`` child process in its own session, always stopped by its PID."""
 
     def __init__(
         self, sandbox: SandboxConnection, cluster: str, config: Path, log: Path, set_name: str = SET
     ) -> None:
-        self.log_path = log
         environment = dict(
             os.environ,
             PGSHOVEL_CLUSTER=cluster,
             PGSHOVEL_ZOOKEEPER_HOSTS=sandbox.zookeeper_hosts,
         )
-        self._log = log.open("ab")
-        self.process = subprocess.Popen(
-            [str(RELAY), str(config), set_name],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=environment,
+        super().__init__(
+            "pgshovel-relay", [str(RELAY), str(config), set_name], log, env=environment
         )
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
     def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, timeout: float = 30.0) -> int:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
-        return self.process.returncode
-
-    def kill(self) -> None:
-        if self.alive():
-            self.process.kill()
-            self.process.wait(10)
-        self._log.close()
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.running()
 
 
 def topic_of(cluster: str) -> str:
-    return f"{cluster}.{SET}"
+    return names.topic_name(cluster, SET)
 
 
 def read_topic(

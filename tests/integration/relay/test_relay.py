@@ -44,7 +44,7 @@ def prepare(dsn: str, zookeeper: object, cluster: str) -> None:
     with connection, connection.cursor() as cursor:
         cursor.execute(SCHEMA)
     connection.close()
-    install(zookeeper, cluster, dsn, [{"name": "items"}])  # type: ignore[arg-type]
+    install(zookeeper, cluster, dsn, [{"name": "items"}])
 
 
 def workload(
@@ -270,7 +270,7 @@ def test_set_update_is_picked_up_without_restart(
             "database": {"dsn": database},
             "tables": [{"name": "items"}, {"name": "extra"}],
         }
-        with context(zookeeper, cluster_name) as ctx:  # type: ignore[arg-type]
+        with context(zookeeper, cluster_name) as ctx:
             plan = planning.plan_set_update(ctx, SET, parse_set_document(document, "test"))
             twophase.execute(plan, ctx.connections, zookeeper)
         connection = psycopg2.connect(database)

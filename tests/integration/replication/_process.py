@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -12,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from pgshovel.sandbox import ChildProcess
 
 
 def write_replication_yml(
@@ -64,47 +63,23 @@ def wait_for(
         time.sleep(0.1)
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """``pgshovel-replicate`` in its own process group (Spark's JVM and workers die with it)."""
 
     def __init__(self, configuration: Path, cluster: str, zookeeper_hosts: str, log: Path) -> None:
-        self.log_path = log
-        self.log = log.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from pgshovel.replication.cli import main; main()",
-                "--cluster",
-                cluster,
-                "--zookeeper-hosts",
-                zookeeper_hosts,
-                str(configuration),
-                "set",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        command = [
+            sys.executable,
+            "-c",
+            "from pgshovel.replication.cli import main; main()",
+            "--cluster",
+            cluster,
+            "--zookeeper-hosts",
+            zookeeper_hosts,
+            str(configuration),
+            "set",
+        ]
+        super().__init__("pgshovel-replicate", command, log)
 
-    def kill(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        self.log.close()
-
-    def ensure_stopped(self) -> None:
-        """Kill the worker's process group if it still runs (a test failed half way)."""
-        if self.process.poll() is None:
-            self.kill()
-        elif not self.log.closed:
-            self.log.close()
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=120)
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of the group, if any
-        except ProcessLookupError:
-            pass
-        self.log.close()
-        return code
+    def stop(self, timeout: float = 120.0) -> int:
+        """SIGTERM (stop after the current micro-batch); return the exit code."""
+        return super().stop(timeout)

@@ -16,8 +16,8 @@ from typing import Any
 from psycopg2 import sql
 
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.replication import catalog, sessions
-from pgshovel.replication.model import TableShape
+from pgshovel.replication import catalog
+from pgshovel.source import TableShape, connect
 from pgshovel.stream import codec
 from pgshovel.stream.publisher import Publisher
 
@@ -42,7 +42,7 @@ class RecordingSource:
     """Runs transactions on ``dsn`` and frames each committed one as a batch."""
 
     def __init__(self, dsn: str, tables: Sequence[tuple[str, str]]) -> None:
-        self.connection = sessions.connect(dsn)
+        self.connection = connect(dsn, "pgshovel-tests")
         configuration = configuration_pb2.ReplicationSetConfiguration()
         for schema, name in tables:
             configuration.tables.add(schema=schema, name=name)
@@ -83,7 +83,7 @@ class RecordingSource:
         if self._start is None:
             with self.connection.cursor() as cursor:
                 cursor.execute("SELECT txid_current_snapshot()::text, txid_current()")
-                snapshot_text, self._txid = cursor.fetchone()
+                snapshot_text, self._txid = cursor.fetchone()  # type: ignore[misc]
             xmin, xmax, xip = snapshot_text.split(":")
             self._start = stream_pb2.Tick(
                 id=self.batch_id + 1,

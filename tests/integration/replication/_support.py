@@ -10,11 +10,11 @@ from confluent_kafka import Producer
 from psycopg2 import sql
 
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.replication import sessions
 from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
 from pgshovel.replication.loaders import PostgresSnapshotLoader
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
+from pgshovel.source import connect
 
 ODD_SCHEMA = 'Odd "Schema"'
 ODD_TABLE = "Mixed Cäse ταβλε"
@@ -63,7 +63,7 @@ INSERT INTO {table} VALUES
 
 def create_type_matrix(dsn: str, rows: int) -> configuration_pb2.ReplicationSetConfiguration:
     """An odd-named table with a composite key and many types, on the source ``dsn``."""
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         names = {
             "schema": sql.Identifier(ODD_SCHEMA),
@@ -87,7 +87,7 @@ def set_configuration(
 
 
 def execute(dsn: str, statement: str | sql.Composable, parameters: Sequence[Any] = ()) -> None:
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         cursor.execute(statement, parameters or None)
     connection.close()
@@ -95,7 +95,7 @@ def execute(dsn: str, statement: str | sql.Composable, parameters: Sequence[Any]
 
 def dump(dsn: str, schema: str, table: str) -> list[str]:
     """Every row as PostgreSQL's row text, in the order of the row text."""
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         cursor.execute(
             sql.SQL("SELECT t::text FROM {} AS t ORDER BY 1").format(sql.Identifier(schema, table))

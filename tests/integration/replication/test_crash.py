@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from pgshovel.replication import sessions
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.source import connect
 from pgshovel.stream.publisher import Publisher
 
 from ._process import WorkerProcess, wait_for, write_replication_yml
@@ -27,7 +27,7 @@ ROWS = 250_000
 
 
 def query_one(dsn: str, statement: str) -> Any:
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     try:
         with connection.cursor() as cursor:
             cursor.execute(statement)

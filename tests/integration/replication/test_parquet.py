@@ -12,11 +12,12 @@ import pytest
 from kazoo.client import KazooClient
 from psycopg2 import sql
 
-from pgshovel.replication import catalog, sessions
+from pgshovel.replication import catalog
 from pgshovel.replication.copytext import decode_line
 from pgshovel.replication.targets import _arrow
 from pgshovel.replication.targets.parquet import read_changes, read_current
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.source import connect
 from pgshovel.stream.publisher import Publisher
 
 from ._process import WorkerProcess, wait_for, write_replication_yml
@@ -38,7 +39,7 @@ def comparable(value: Any) -> Any:
 
 def source_rows(dsn: str, schema: str, table: str) -> list[tuple[Any, ...]]:
     """The source rows as the Parquet target types them, sorted."""
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     configuration = make_set(dsn, [(schema, table)])
     shape = catalog.set_shapes(connection, configuration)[0]
     # COPY writes each type's output function text, as the loader reads it.
@@ -55,7 +56,7 @@ def source_rows(dsn: str, schema: str, table: str) -> list[tuple[Any, ...]]:
         )
     rows = [decode_line(line) for line in buffer.getvalue().decode().splitlines()]
     connection.close()
-    typed = _arrow.to_arrow(shape, rows).to_pylist()
+    typed = _arrow.text_rows_to_arrow(shape, rows).to_pylist()
     return sorted(
         (tuple(comparable(row[name]) for name in shape.column_names) for row in typed), key=repr
     )

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pgshovel.replication import sessions
 from pgshovel.replication.worker import Worker
+from pgshovel.source import connect
 
 from ._support import (
     ODD_SCHEMA,
@@ -37,7 +37,7 @@ def test_snapshot_of_type_matrix_with_odd_names_equals_source(
 
     state = worker.run(should_stop=lambda: True)
 
-    assert state.phase == "streaming"
+    assert state is not None and state.phase == "streaming"
     source_rows = dump(source, ODD_SCHEMA, ODD_TABLE)
     assert len(source_rows) == 3002
     assert dump(target, ODD_SCHEMA, ODD_TABLE) == source_rows
@@ -61,7 +61,7 @@ def test_writes_during_the_load_do_not_leak_into_the_snapshot(
     written = [0]
 
     def write_concurrently() -> None:
-        connection = sessions.connect(source)
+        connection = connect(source, "pgshovel-tests")
         next_id = 1_000_000
         while not stop.is_set():
             with connection.cursor() as cursor:
@@ -104,7 +104,7 @@ def test_writes_during_the_load_do_not_leak_into_the_snapshot(
         "SELECT id FROM events WHERE txid_visible_in_snapshot(txid, %s::txid_snapshot) "
         "UNION ALL SELECT id FROM deletions "
         "WHERE NOT txid_visible_in_snapshot(txid, %s::txid_snapshot) ORDER BY 1",
-        (state.snapshot, state.snapshot),
+        (state.snapshot, state.snapshot) if state else (),
     )
     loaded = query_all(target, "SELECT id FROM events ORDER BY 1")
     assert loaded == expected
@@ -112,7 +112,7 @@ def test_writes_during_the_load_do_not_leak_into_the_snapshot(
 
 
 def query_all(dsn: str, statement: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
-    connection = sessions.connect(dsn)
+    connection = connect(dsn, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         cursor.execute(statement, parameters or None)
         rows = [row[0] for row in cursor.fetchall()]

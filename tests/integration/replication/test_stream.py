@@ -10,8 +10,8 @@ import pytest
 from psycopg2 import sql
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication import sessions
 from pgshovel.replication.worker import Worker
+from pgshovel.source import connect
 from pgshovel.stream import codec
 from pgshovel.stream.publisher import Publisher
 
@@ -35,7 +35,7 @@ MATRIX = (ODD_SCHEMA, ODD_TABLE)
 
 
 def stored_offset(target: str) -> int:
-    connection = sessions.connect(target)
+    connection = connect(target, "pgshovel-tests")
     with connection, connection.cursor() as cursor:
         cursor.execute("SELECT position_offset FROM pgshovel_replication.worker_state")
         row = cursor.fetchone()

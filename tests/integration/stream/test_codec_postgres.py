@@ -172,7 +172,8 @@ def _read_texts(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL("{} LIMIT 0").format(query))
-        _raw_text_casters(connection, {column.type_code for column in cursor.description[1:]})
+        columns = cursor.description or ()
+        _raw_text_casters(connection, {column.type_code for column in columns[1:]})
         cursor.execute(query)
         # id may come back as text too (int4 columns share its type).
         return {int(row[0]): tuple(row[1:]) for row in cursor.fetchall()}
@@ -234,7 +235,7 @@ def test_every_type_survives_text_value_text(connection: psycopg2.extensions.con
             cursor.execute(insert, [row_id, *(to_text(value) for value in values)])
     connection.commit()
 
-    different = []
+    different: list[tuple[object, ...]] = []
     with connection.cursor() as cursor:
         for column, type_sql, _ in MATRIX:
             left = sql.SQL("s.{}").format(sql.Identifier(column))
@@ -276,8 +277,9 @@ def _postgres_prints(
     connection: psycopg2.extensions.connection, type_name: str, texts: list[str]
 ) -> list[str]:
     """PostgreSQL's output text of each input text read as ``type_name``."""
-    query = sql.SQL("SELECT x::{} FROM unnest(%s::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n")
-    query = query.format(sql.Identifier(type_name))
+    query = sql.SQL(
+        "SELECT x::{} FROM unnest(%s::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n"
+    ).format(sql.Identifier(type_name))
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL("SELECT NULL::{}").format(sql.Identifier(type_name)))
         assert cursor.description is not None

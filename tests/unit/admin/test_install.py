@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from pgshovel.admin.catalog import TableInfo
 from pgshovel.admin.install import (
     TableCapture,
     resolve_table,
@@ -14,44 +11,30 @@ from pgshovel.admin.install import (
     trigger_arguments,
 )
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation, render
-from pgshovel.errors import ConfigurationError
 from pgshovel.protocol import configuration_pb2
+from pgshovel.source import Column, TableInfo
 
-INFO = TableInfo("public", "orders", ("id", "status", "note"), ("id",))
-
-
-def _table(**fields: object) -> configuration_pb2.TableConfiguration:
-    return configuration_pb2.TableConfiguration(schema="public", name="orders", **fields)  # type: ignore[arg-type]
-
-
-def test_the_primary_key_is_the_default_key() -> None:
-    resolved = resolve_table(_table(), INFO, allow_unkeyed=False, database="dbname=app")
-    assert resolved == TableCapture("public", "orders", ("id",), ())
-
-
-def test_a_missing_table_is_named_with_its_database() -> None:
-    with pytest.raises(ConfigurationError, match=r"'public'\.'orders' does not exist in database"):
-        resolve_table(_table(), None, allow_unkeyed=False, database="dbname=app")
+INFO = TableInfo(
+    oid=1,
+    schema="public",
+    name="orders",
+    columns=(
+        Column("id", "bigint", "int8", not_null=True, number=1),
+        Column("status", "text", "text", number=2),
+    ),
+    primary_key=("id",),
+    unique_keys=(("id",),),
+)
 
 
-def test_unknown_columns_are_named() -> None:
-    with pytest.raises(ConfigurationError, match="no column 'price'"):
-        resolve_table(_table(columns=["id", "price"]), INFO, allow_unkeyed=False, database="x")
-    with pytest.raises(ConfigurationError, match="no key column 'code'"):
-        resolve_table(_table(key_columns=["code"]), INFO, allow_unkeyed=False, database="x")
-
-
-def test_unkeyed_tables_are_refused_unless_allowed() -> None:
-    unkeyed = TableInfo("public", "orders", ("id",), ())
-    with pytest.raises(ConfigurationError, match=r"'orders' has no primary key.*allow_unkeyed"):
-        resolve_table(_table(), unkeyed, allow_unkeyed=False, database="x")
-    resolved = resolve_table(_table(), unkeyed, allow_unkeyed=True, database="x")
-    assert resolved.key_columns == ()
-
-
-def test_captured_columns_must_include_the_primary_key() -> None:
-    with pytest.raises(ConfigurationError, match="include the key column 'id'"):
-        resolve_table(_table(columns=["status"]), INFO, allow_unkeyed=False, database="x")
+def test_resolving_keeps_the_configured_columns_for_the_trigger() -> None:
+    table = configuration_pb2.TableConfiguration(
+        schema="public", name="orders", columns=["id", "status"]
+    )
+    resolved = resolve_table(table, INFO, allow_unkeyed=False, database="dbname=app")
+    assert resolved == TableCapture("public", "orders", ("id",), ("id", "status"))
+    every = configuration_pb2.TableConfiguration(schema="public", name="orders")
+    assert resolve_table(every, INFO, allow_unkeyed=False, database="x").columns == ()
 
 
 def test_trigger_arguments_survive_hostile_names() -> None:

@@ -9,7 +9,10 @@ import pytest
 from pgshovel.errors import ConfigurationError
 from pgshovel.relay import config
 
-WRITER = {"path": "pgshovel.relay.kafka:KafkaWriter", "configuration": {}}
+WRITER = {
+    "path": "pgshovel.relay.kafka:KafkaWriter",
+    "configuration": {"bootstrap_servers": "127.0.0.1:9092"},
+}
 
 
 def test_defaults() -> None:
@@ -23,7 +26,7 @@ def test_defaults() -> None:
     ("document", "fragment"),
     [
         ({}, "missing 'writer'"),
-        ({"writer": WRITER, "tick_intervall": 1}, "unknown keys ['tick_intervall']"),
+        ({"writer": WRITER, "tick_intervall": 1}, "tick_intervall: unknown key"),
         ({"writer": WRITER, "on_error": "ignore"}, "on_error: expected one of ['exit', 'log']"),
         ({"writer": WRITER, "fetch_size": 0}, "fetch_size: must be >= 1"),
         ({"writer": WRITER, "fetch_size": 1.5}, "fetch_size: expected an integer"),
@@ -52,8 +55,8 @@ def test_load_expands_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("TEST_BOOTSTRAP", "127.0.0.1:1234")
     monkeypatch.delenv("TEST_FALLBACK", raising=False)
     parsed = config.load(path)
-    assert parsed.writer["configuration"]["bootstrap_servers"] == "127.0.0.1:1234"
-    assert parsed.writer["configuration"]["properties"] == {"broker.version.fallback": "0.10.0"}
+    assert parsed.writer.configuration["bootstrap_servers"] == "127.0.0.1:1234"
+    assert parsed.writer.configuration["properties"] == {"broker.version.fallback": "0.10.0"}
     assert parsed.on_error == "log"
 
 

@@ -35,7 +35,7 @@ def test_user_properties_win() -> None:
 
 def test_a_failed_flush_does_not_poison_the_next_attempt() -> None:
     """After a broker outage the writer is usable again: purge reports are forgotten."""
-    from pgshovel.errors import RelayError
+    from pgshovel.errors import BrokerUnavailable
     from pgshovel.protocol import stream_pb2
     from pgshovel.relay.kafka import KafkaWriter
 
@@ -47,7 +47,7 @@ def test_a_failed_flush_does_not_poison_the_next_attempt() -> None:
         writer.push([message])
         try:
             writer.flush()
-        except RelayError as error:
+        except BrokerUnavailable as error:
             assert "did not acknowledge 1 message(s)" in str(error)
         else:
             raise AssertionError("flush to an unreachable broker must fail")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pgshovel.relay.queue import TickInfo
+from pgshovel.abc import TickInfo
 from pgshovel.relay.relay import _tick_message
 
 

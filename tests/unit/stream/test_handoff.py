@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgshovel.errors import ReplicationError, StreamError
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.batches import CommittedBatch, StreamPosition
 from pgshovel.stream.handoff import HandoffFilter, Snapshot, is_visible, parse_txid_snapshot
@@ -40,7 +40,7 @@ def test_parse_postgresql_snapshot_text(text: str, snapshot: Snapshot) -> None:
     ],
 )
 def test_unparseable_snapshot_names_text_and_expected_form(text: str, problem: str) -> None:
-    with pytest.raises(ReplicationError) as raised:
+    with pytest.raises(StreamError) as raised:
         parse_txid_snapshot(text)
     message = str(raised.value)
     assert f"cannot parse transaction snapshot {text!r}" in message

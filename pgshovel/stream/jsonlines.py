@@ -14,13 +14,7 @@ from collections.abc import Iterator
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.codec import to_text
-
-_OPERATIONS = {
-    stream_pb2.Mutation.INSERT: "INSERT",
-    stream_pb2.Mutation.UPDATE: "UPDATE",
-    stream_pb2.Mutation.DELETE: "DELETE",
-    stream_pb2.Mutation.TRUNCATE: "TRUNCATE",
-}
+from pgshovel.stream.operations import OPERATION_NAMES
 
 
 def _row(row: stream_pb2.Row) -> dict[str, str | None] | None:
@@ -44,7 +38,7 @@ def mutation_record(batch: CommittedBatch, mutation: stream_pb2.Mutation) -> dic
         "timestamp": _time(mutation.timestamp),
         "schema": mutation.schema,
         "table": mutation.table,
-        "operation": _OPERATIONS.get(mutation.operation, "UNKNOWN"),
+        "operation": OPERATION_NAMES.get(mutation.operation, "UNKNOWN"),
         "key_columns": list(mutation.key_columns),
         "old": _row(mutation.old),
         "new": _row(mutation.new),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from psycopg2 import sql
 
-from pgshovel.replication.model import KeyRange, TableShape
+from pgshovel.source._shape import KeyRange, TableShape
 
 Key = tuple[str, ...]
 

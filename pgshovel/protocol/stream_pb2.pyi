@@ -1,0 +1,233 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+FINITE: Infinity
+NEGATIVE: Infinity
+POSITIVE: Infinity
+
+class Array(_message.Message):
+    __slots__ = ["dimensions", "element_type", "elements", "lower_bounds"]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    ELEMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LOWER_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    dimensions: _containers.RepeatedScalarFieldContainer[int]
+    element_type: str
+    elements: _containers.RepeatedCompositeFieldContainer[Value]
+    lower_bounds: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, elements: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., dimensions: _Optional[_Iterable[int]] = ..., lower_bounds: _Optional[_Iterable[int]] = ..., element_type: _Optional[str] = ...) -> None: ...
+
+class BatchIdentifier(_message.Message):
+    __slots__ = ["id", "node"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    node: bytes
+    def __init__(self, id: _Optional[int] = ..., node: _Optional[bytes] = ...) -> None: ...
+
+class BatchOperation(_message.Message):
+    __slots__ = ["batch", "begin", "commit", "mutation", "rollback"]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    batch: BatchIdentifier
+    begin: Begin
+    commit: Commit
+    mutation: Mutation
+    rollback: Rollback
+    def __init__(self, batch: _Optional[_Union[BatchIdentifier, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ...) -> None: ...
+
+class Begin(_message.Message):
+    __slots__ = ["end", "set_version", "start"]
+    END_FIELD_NUMBER: _ClassVar[int]
+    SET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    end: Tick
+    set_version: str
+    start: Tick
+    def __init__(self, start: _Optional[_Union[Tick, _Mapping]] = ..., end: _Optional[_Union[Tick, _Mapping]] = ..., set_version: _Optional[str] = ...) -> None: ...
+
+class Column(_message.Message):
+    __slots__ = ["name", "value"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: Value
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class Commit(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class Date(_message.Message):
+    __slots__ = ["days", "infinity"]
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    INFINITY_FIELD_NUMBER: _ClassVar[int]
+    days: int
+    infinity: Infinity
+    def __init__(self, days: _Optional[int] = ..., infinity: _Optional[_Union[Infinity, str]] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ["epoch", "publisher", "sequence", "timestamp"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    publisher: bytes
+    sequence: int
+    timestamp: int
+    def __init__(self, publisher: _Optional[bytes] = ..., sequence: _Optional[int] = ..., timestamp: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class Interval(_message.Message):
+    __slots__ = ["days", "micros", "months"]
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    MICROS_FIELD_NUMBER: _ClassVar[int]
+    MONTHS_FIELD_NUMBER: _ClassVar[int]
+    days: int
+    micros: int
+    months: int
+    def __init__(self, months: _Optional[int] = ..., days: _Optional[int] = ..., micros: _Optional[int] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ["header", "operation"]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    operation: BatchOperation
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., operation: _Optional[_Union[BatchOperation, _Mapping]] = ...) -> None: ...
+
+class Mutation(_message.Message):
+    __slots__ = ["id", "key_columns", "new", "old", "operation", "schema", "set_version", "table", "timestamp", "transaction"]
+    class Operation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = []
+    DELETE: Mutation.Operation
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INSERT: Mutation.Operation
+    KEY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    NEW_FIELD_NUMBER: _ClassVar[int]
+    OLD_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_UNSPECIFIED: Mutation.Operation
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE: Mutation.Operation
+    UPDATE: Mutation.Operation
+    id: int
+    key_columns: _containers.RepeatedScalarFieldContainer[str]
+    new: Row
+    old: Row
+    operation: Mutation.Operation
+    schema: str
+    set_version: str
+    table: str
+    timestamp: int
+    transaction: int
+    def __init__(self, id: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., key_columns: _Optional[_Iterable[str]] = ..., old: _Optional[_Union[Row, _Mapping]] = ..., new: _Optional[_Union[Row, _Mapping]] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ...) -> None: ...
+
+class Other(_message.Message):
+    __slots__ = ["text", "type"]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    type: str
+    def __init__(self, type: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class Rollback(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class Row(_message.Message):
+    __slots__ = ["columns"]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedCompositeFieldContainer[Column]
+    def __init__(self, columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ["xip", "xmax", "xmin"]
+    XIP_FIELD_NUMBER: _ClassVar[int]
+    XMAX_FIELD_NUMBER: _ClassVar[int]
+    XMIN_FIELD_NUMBER: _ClassVar[int]
+    xip: _containers.RepeatedScalarFieldContainer[int]
+    xmax: int
+    xmin: int
+    def __init__(self, xmin: _Optional[int] = ..., xmax: _Optional[int] = ..., xip: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Tick(_message.Message):
+    __slots__ = ["id", "snapshot", "timestamp"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    snapshot: Snapshot
+    timestamp: int
+    def __init__(self, id: _Optional[int] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., timestamp: _Optional[int] = ...) -> None: ...
+
+class Time(_message.Message):
+    __slots__ = ["micros", "utc_offset", "with_zone"]
+    MICROS_FIELD_NUMBER: _ClassVar[int]
+    UTC_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WITH_ZONE_FIELD_NUMBER: _ClassVar[int]
+    micros: int
+    utc_offset: int
+    with_zone: bool
+    def __init__(self, micros: _Optional[int] = ..., with_zone: bool = ..., utc_offset: _Optional[int] = ...) -> None: ...
+
+class Timestamp(_message.Message):
+    __slots__ = ["infinity", "micros", "with_zone"]
+    INFINITY_FIELD_NUMBER: _ClassVar[int]
+    MICROS_FIELD_NUMBER: _ClassVar[int]
+    WITH_ZONE_FIELD_NUMBER: _ClassVar[int]
+    infinity: Infinity
+    micros: int
+    with_zone: bool
+    def __init__(self, micros: _Optional[int] = ..., with_zone: bool = ..., infinity: _Optional[_Union[Infinity, str]] = ...) -> None: ...
+
+class Value(_message.Message):
+    __slots__ = ["array", "bool", "bytes", "date", "decimal", "double", "int64", "interval", "json", "null", "other", "string", "time", "timestamp", "uuid"]
+    class Null(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = []
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    BOOL_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DATE_FIELD_NUMBER: _ClassVar[int]
+    DECIMAL_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_FIELD_NUMBER: _ClassVar[int]
+    INT64_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    NULL: Value.Null
+    NULL_FIELD_NUMBER: _ClassVar[int]
+    OTHER_FIELD_NUMBER: _ClassVar[int]
+    STRING_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    array: Array
+    bool: bool
+    bytes: bytes
+    date: Date
+    decimal: str
+    double: float
+    int64: int
+    interval: Interval
+    json: str
+    null: Value.Null
+    other: Other
+    string: str
+    time: Time
+    timestamp: Timestamp
+    uuid: bytes
+    def __init__(self, null: _Optional[_Union[Value.Null, str]] = ..., bool: bool = ..., int64: _Optional[int] = ..., double: _Optional[float] = ..., string: _Optional[str] = ..., bytes: _Optional[bytes] = ..., decimal: _Optional[str] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., date: _Optional[_Union[Date, _Mapping]] = ..., time: _Optional[_Union[Time, _Mapping]] = ..., interval: _Optional[_Union[Interval, _Mapping]] = ..., uuid: _Optional[bytes] = ..., json: _Optional[str] = ..., array: _Optional[_Union[Array, _Mapping]] = ..., other: _Optional[_Union[Other, _Mapping]] = ...) -> None: ...
+
+class Infinity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

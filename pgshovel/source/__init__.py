@@ -1,0 +1,42 @@
+"""The source database as every process sees it: connect, the catalog, table shapes, node id.
+
+Admin, relay and worker reach PostgreSQL only through ``connect`` (one set of
+session settings, one translation of failures into pgshovel's errors), read
+tables only through ``Catalog`` and describe a captured table only as a
+``TableShape``.
+"""
+
+from pgshovel.source._catalog import UNKNOWN_TYPE, Catalog, TableInfo, captured_shape
+from pgshovel.source._connection import (
+    TEXT_SETTINGS,
+    connect,
+    first_line,
+    is_unavailable,
+    translate,
+    translating,
+)
+from pgshovel.source._node import NODE_TABLE, node_id, read_node_id
+from pgshovel.source._ranges import make_ranges, pick_boundaries, range_predicate
+from pgshovel.source._shape import Column, KeyRange, TableShape
+
+__all__ = [
+    "NODE_TABLE",
+    "TEXT_SETTINGS",
+    "UNKNOWN_TYPE",
+    "Catalog",
+    "Column",
+    "KeyRange",
+    "TableInfo",
+    "TableShape",
+    "captured_shape",
+    "connect",
+    "first_line",
+    "is_unavailable",
+    "make_ranges",
+    "node_id",
+    "pick_boundaries",
+    "range_predicate",
+    "read_node_id",
+    "translate",
+    "translating",
+]

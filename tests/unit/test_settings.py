@@ -1,0 +1,109 @@
+"""Every configuration mistake is one line naming the file and the key; nothing is called first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgshovel.errors import ConfigurationError
+from pgshovel.relay import config as relay_config
+from pgshovel.replication.config import load_configuration
+
+RELAY = """\
+writer:
+  path: pgshovel.relay.kafka:KafkaWriter
+  configuration: {bootstrap_servers: "127.0.0.1:9092"}
+"""
+
+
+def _write(tmp_path: Path, text: str | bytes, name: str = "relay.yml") -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(ConfigurationError) as raised:
+        relay_config.load(path)
+    message = str(raised.value)
+    assert "\n" not in message, "one line"
+    assert message.startswith(f"{path}: "), "names the file"
+    return message
+
+
+def test_numbers_and_booleans_come_from_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_PORT", "9188")
+    monkeypatch.setenv("TEST_FETCH", "250")
+    path = _write(
+        tmp_path,
+        RELAY + "metrics_port: ${TEST_PORT}\nfetch_size: ${TEST_FETCH}\ntick_interval: "
+        "${TEST_UNSET:-0.5}\n",
+    )
+    parsed = relay_config.load(path)
+    assert (parsed.metrics_port, parsed.fetch_size, parsed.tick_interval) == (9188, 250, 0.5)
+
+
+def test_an_unknown_key_is_named(tmp_path: Path) -> None:
+    assert "tick_intervall: unknown key" in _error(_write(tmp_path, RELAY + "tick_intervall: 1\n"))
+
+
+def test_a_wrong_type_is_named_with_the_value(tmp_path: Path) -> None:
+    message = _error(_write(tmp_path, RELAY + "fetch_size: many\n"))
+    assert "fetch_size: expected an integer, got 'many'" in message
+
+
+def test_a_duplicate_key_is_refused(tmp_path: Path) -> None:
+    message = _error(_write(tmp_path, RELAY + "on_error: log\non_error: exit\n"))
+    assert "duplicate key 'on_error'" in message
+
+
+def test_a_non_utf8_file_is_refused(tmp_path: Path) -> None:
+    message = _error(_write(tmp_path, RELAY.encode() + b"metrics_host: caf\xe9\n"))
+    assert "not UTF-8 text (byte 0xe9 at offset" in message
+
+
+def test_an_unset_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEST_NOT_SET", raising=False)
+    message = _error(_write(tmp_path, RELAY + "metrics_host: ${TEST_NOT_SET}\n"))
+    assert "'TEST_NOT_SET' is not set" in message
+
+
+def test_a_component_of_the_wrong_type_is_refused_before_it_is_called(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = _write(
+        tmp_path,
+        f"writer:\n  path: subprocess:Popen\n  configuration: {{args: ['touch', '{marker}']}}\n",
+    )
+    message = _error(path)
+    assert "writer.path: 'subprocess:Popen' is not a StreamWriter" in message
+    assert not marker.exists(), "nothing from the file may run before it is validated"
+
+
+def test_a_component_configuration_is_validated_against_its_constructor(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "writer:\n  path: pgshovel.relay.kafka:KafkaWriter\n"
+        "  configuration: {bootstrap_servers: x, flush_timeout: soon}\n",
+    )
+    assert "writer.configuration.flush_timeout: expected a number, got 'soon'" in _error(path)
+
+
+def test_replication_components_are_checked_too(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "loader: {path: pgshovel.relay.kafka:KafkaWriter, configuration: {bootstrap_servers: x}}\n"
+        "stream: {path: pgshovel.replication.streams:KafkaStream,"
+        " configuration: {bootstrap_servers: x}}\n"
+        "target: {path: pgshovel.replication.targets.parquet:ParquetTarget,"
+        " configuration: {path: ''}}\n",
+        "replication.yml",
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        load_configuration(path)
+    assert "loader.path: 'pgshovel.relay.kafka:KafkaWriter' is not a Loader" in str(raised.value)
