@@ -30,18 +30,22 @@ class BatchIdentifier(_message.Message):
     def __init__(self, id: _Optional[int] = ..., node: _Optional[bytes] = ...) -> None: ...
 
 class BatchOperation(_message.Message):
-    __slots__ = ["batch", "begin", "commit", "mutation", "rollback"]
+    __slots__ = ["batch", "begin", "commit", "mutation", "rollback", "schema_change", "watermark"]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     MUTATION_FIELD_NUMBER: _ClassVar[int]
     ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
     batch: BatchIdentifier
     begin: Begin
     commit: Commit
     mutation: Mutation
     rollback: Rollback
-    def __init__(self, batch: _Optional[_Union[BatchIdentifier, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ...) -> None: ...
+    schema_change: SchemaChange
+    watermark: Watermark
+    def __init__(self, batch: _Optional[_Union[BatchIdentifier, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ..., schema_change: _Optional[_Union[SchemaChange, _Mapping]] = ..., watermark: _Optional[_Union[Watermark, _Mapping]] = ...) -> None: ...
 
 class Begin(_message.Message):
     __slots__ = ["end", "set_version", "start"]
@@ -60,6 +64,20 @@ class Column(_message.Message):
     name: str
     value: Value
     def __init__(self, name: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class ColumnShape(_message.Message):
+    __slots__ = ["name", "not_null", "number", "sql_type", "type_name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NOT_NULL_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SQL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    not_null: bool
+    number: int
+    sql_type: str
+    type_name: str
+    def __init__(self, name: _Optional[str] = ..., number: _Optional[int] = ..., sql_type: _Optional[str] = ..., type_name: _Optional[str] = ..., not_null: bool = ...) -> None: ...
 
 class Commit(_message.Message):
     __slots__ = []
@@ -152,6 +170,43 @@ class Row(_message.Message):
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     def __init__(self, columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ...) -> None: ...
 
+class SchemaChange(_message.Message):
+    __slots__ = ["added_defaults", "command", "id", "kind", "problem", "relation", "rewrites_rows", "schema", "set_version", "shape", "table", "timestamp", "transaction"]
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = []
+    ADDED_DEFAULTS_FIELD_NUMBER: _ClassVar[int]
+    ALTER: SchemaChange.Kind
+    ANNOUNCE: SchemaChange.Kind
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    DROP: SchemaChange.Kind
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    KIND_UNSPECIFIED: SchemaChange.Kind
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    REMOVE: SchemaChange.Kind
+    REWRITES_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    added_defaults: _containers.RepeatedCompositeFieldContainer[Column]
+    command: str
+    id: int
+    kind: SchemaChange.Kind
+    problem: str
+    relation: int
+    rewrites_rows: bool
+    schema: str
+    set_version: str
+    shape: TableShape
+    table: str
+    timestamp: int
+    transaction: int
+    def __init__(self, id: _Optional[int] = ..., kind: _Optional[_Union[SchemaChange.Kind, str]] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., shape: _Optional[_Union[TableShape, _Mapping]] = ..., command: _Optional[str] = ..., added_defaults: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., rewrites_rows: bool = ..., problem: _Optional[str] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ..., relation: _Optional[int] = ...) -> None: ...
+
 class Snapshot(_message.Message):
     __slots__ = ["xip", "xmax", "xmin"]
     XIP_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +216,20 @@ class Snapshot(_message.Message):
     xmax: int
     xmin: int
     def __init__(self, xmin: _Optional[int] = ..., xmax: _Optional[int] = ..., xip: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class TableShape(_message.Message):
+    __slots__ = ["columns", "key", "name", "relation", "schema"]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedCompositeFieldContainer[ColumnShape]
+    key: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    relation: int
+    schema: str
+    def __init__(self, schema: _Optional[str] = ..., name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[ColumnShape, _Mapping]]] = ..., key: _Optional[_Iterable[str]] = ..., relation: _Optional[int] = ...) -> None: ...
 
 class Tick(_message.Message):
     __slots__ = ["id", "snapshot", "timestamp"]
@@ -228,6 +297,18 @@ class Value(_message.Message):
     timestamp: Timestamp
     uuid: bytes
     def __init__(self, null: _Optional[_Union[Value.Null, str]] = ..., bool: bool = ..., int64: _Optional[int] = ..., double: _Optional[float] = ..., string: _Optional[str] = ..., bytes: _Optional[bytes] = ..., decimal: _Optional[str] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., date: _Optional[_Union[Date, _Mapping]] = ..., time: _Optional[_Union[Time, _Mapping]] = ..., interval: _Optional[_Union[Interval, _Mapping]] = ..., uuid: _Optional[bytes] = ..., json: _Optional[str] = ..., array: _Optional[_Union[Array, _Mapping]] = ..., other: _Optional[_Union[Other, _Mapping]] = ...) -> None: ...
+
+class Watermark(_message.Message):
+    __slots__ = ["id", "request", "timestamp", "transaction"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    request: str
+    timestamp: int
+    transaction: int
+    def __init__(self, id: _Optional[int] = ..., request: _Optional[str] = ..., transaction: _Optional[int] = ..., timestamp: _Optional[int] = ...) -> None: ...
 
 class Infinity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
