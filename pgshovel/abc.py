@@ -115,12 +115,12 @@ class QueueReader(Protocol):
 
 @runtime_checkable
 class EventDecoder(Protocol):
-    """Turns a captured event into a protocol ``Mutation``."""
+    """Turns a queue event into the operation the relay publishes for it."""
 
-    def decode_into(self, event: EventRow, mutation: stream_pb2.Mutation) -> None:
-        """Write the mutation of ``event`` into the empty ``mutation`` (typically in place,
-        ``message.operation.mutation`` of the message that carries it); raises
-        ``CodecError`` for an event it cannot decode, leaving ``mutation`` partly written."""
+    def decode_into(self, event: EventRow, message: stream_pb2.Message) -> None:
+        """Write the operation of ``event`` (a ``Mutation``, a ``SchemaChange`` or a
+        ``Watermark``) into the empty ``message`` that will carry it; raises ``CodecError``
+        or ``SchemaError`` for an event it cannot decode, leaving ``message`` partly written."""
         ...
 
 

@@ -16,6 +16,7 @@ from importlib import resources
 
 from psycopg2 import sql
 
+from pgshovel.admin import schema_capture
 from pgshovel.cluster import names
 from pgshovel.errors import DatabaseError
 from pgshovel.protocol import configuration_pb2
@@ -69,7 +70,8 @@ def capture_function(cluster: str, hstore_schema: str) -> sql.Composable:
 
 
 def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composable]:
-    """PgQ, the cluster schema, hstore (into that schema when missing), node id, function."""
+    """PgQ, the cluster schema, hstore (into that schema when missing), node id, functions,
+    and the schema capture (history table, event triggers)."""
     schema = sql.Identifier(names.schema_name(cluster))
     node = sql.Identifier(names.schema_name(cluster), NODE_TABLE)
     statements: list[sql.Composable] = [
@@ -88,6 +90,7 @@ def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composa
             "INSERT INTO {} (id) VALUES (pg_catalog.gen_random_uuid()) ON CONFLICT DO NOTHING"
         ).format(node),
         capture_function(cluster, hstore_schema),
+        *schema_capture.statements(cluster),
     ]
     return statements
 

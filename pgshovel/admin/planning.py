@@ -14,7 +14,7 @@ from typing import Any
 from psycopg2.extensions import connection
 
 import pgshovel
-from pgshovel.admin import catalog, install
+from pgshovel.admin import catalog, install, schema_capture
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation
 from pgshovel.cluster import names
@@ -121,6 +121,11 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     ]
     for table in tables:
         statements += install.install_triggers(context.cluster, set_name, version, table)
+        statements.append(
+            schema_capture.announce(
+                context.cluster, set_name, table.schema, table.name, "pgshovel set create"
+            )
+        )
     return Plan(
         summary=f"create set {set_name!r} in cluster {context.cluster!r} at version {version}",
         cluster=context.cluster,
@@ -173,8 +178,20 @@ def plan_set_update(context: Context, set_name: str, configuration: SetConfigura
             notes.append(f"table {old.schema!r}.{old.name!r} no longer exists: nothing to remove")
             continue
         statements += install.drop_triggers(context.cluster, set_name, old.schema, old.name)
+    for old in current.value.tables:
+        if (old.schema, old.name) not in kept:
+            statements.append(
+                schema_capture.remove(
+                    context.cluster, set_name, version, old.schema, old.name, "pgshovel set update"
+                )
+            )
     for table in tables:
         statements += install.install_triggers(context.cluster, set_name, version, table)
+        statements.append(
+            schema_capture.announce(
+                context.cluster, set_name, table.schema, table.name, "pgshovel set update"
+            )
+        )
     return Plan(
         summary=(
             f"update set {set_name!r} in cluster {context.cluster!r} "
@@ -254,6 +271,16 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         if key not in steps:
             statements = install.base_statements(context.cluster, _hstore_schema(conn, dsn))
             steps[key] = DatabaseStep(dsn, tuple(statements))
+        # Every table's shape, recorded once in the history the relay decodes with.
+        announcements = [
+            schema_capture.announce(
+                context.cluster, set_name, table.schema, table.name, "pgshovel cluster upgrade"
+            )
+            for table in node.value.tables
+            if Catalog(conn).table(table.schema, table.name) is not None
+        ]
+        step = steps[key]
+        steps[key] = DatabaseStep(step.dsn, (*step.statements, *announcements))
     upgraded = configuration_pb2.ClusterConfiguration(version=pgshovel.__version__)
     return Plan(
         summary=(

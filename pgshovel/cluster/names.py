@@ -67,7 +67,7 @@ def schema_name(cluster: str) -> str:
 
 def trigger_name(cluster: str, set_name: str) -> str:
     """The row trigger a set installs on each of its tables."""
-    return f"pgshovel_{validate_cluster_name(cluster)}_{validate_set_name(set_name)}"
+    return trigger_prefix(cluster) + validate_set_name(set_name)
 
 
 def truncate_trigger_name(cluster: str, set_name: str) -> str:
@@ -75,9 +75,29 @@ def truncate_trigger_name(cluster: str, set_name: str) -> str:
     return trigger_name(cluster, set_name) + TRUNCATE_SUFFIX
 
 
+def trigger_prefix(cluster: str) -> str:
+    """What every row and TRUNCATE trigger of the cluster's sets is named with first."""
+    return f"pgshovel_{validate_cluster_name(cluster)}_"
+
+
+def ddl_trigger_name(cluster: str) -> str:
+    """The event trigger that records changes of captured tables' shapes (ddl_command_end)."""
+    return f"pgshovel_{validate_cluster_name(cluster)}_ddl"
+
+
+def drop_trigger_name(cluster: str) -> str:
+    """The event trigger that records captured tables being dropped (sql_drop)."""
+    return f"pgshovel_{validate_cluster_name(cluster)}_drop"
+
+
+def queue_prefix(cluster: str) -> str:
+    """What every queue of the cluster's sets is named with first."""
+    return f"pgshovel.{validate_cluster_name(cluster)}."
+
+
 def queue_name(cluster: str, set_name: str) -> str:
     """The PgQ queue a set's triggers write into."""
-    return f"pgshovel.{validate_cluster_name(cluster)}.{validate_set_name(set_name)}"
+    return queue_prefix(cluster) + validate_set_name(set_name)
 
 
 def topic_name(cluster: str, set_name: str) -> str:

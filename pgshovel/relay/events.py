@@ -23,11 +23,17 @@ from typing import Any, NamedTuple
 
 from psycopg2.extensions import connection
 
-from pgshovel.errors import CodecError
+from pgshovel.cluster import names
+from pgshovel.errors import CodecError, SchemaError
 from pgshovel.protocol import stream_pb2
-from pgshovel.source import UNKNOWN_TYPE, Catalog, translating
-from pgshovel.stream.codec import Filler, decode_error, filler_for
+from pgshovel.relay.schema import ColumnPlan, SchemaHistory, SchemaTracker, TableState
+from pgshovel.source import UNKNOWN_TYPE, Catalog
+from pgshovel.stream.codec import decode_error, filler_for
 from pgshovel.stream.operations import EVENT_TYPES
+
+#: ``ev_type`` of a schema event (sql/schema.sql) and of a consumer's watermark.
+SCHEMA_EVENT = "S"
+WATERMARK_EVENT = "W"
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +60,7 @@ class QueueEvent(NamedTuple):
     extra4: str | None  # key columns, a JSON array
 
 
-Column = tuple[str, str, Filler]
-"""How one column is decoded: its name, its type name and the type's filler."""
+Column = ColumnPlan
 
 
 def plan_columns(types: Mapping[str, str]) -> list[Column]:
@@ -159,54 +164,74 @@ def build_mutation(
     return mutation
 
 
-class _Table(NamedTuple):
-    columns: list[Column]
-    names: frozenset[str]
-
-
 class EventDecoder:
-    """Decodes events of one source database; caches table column plans and key lists.
+    """Decodes the events of one set's queue into the operations the relay publishes.
 
-    ``conn`` is used for catalog reads only (plain SELECTs inside whatever
-    transaction the caller has open). Calling the decoder with a batch row
-    (``QueueEvent`` fields as a plain tuple) returns its Mutation.
+    Mutations (types I, U, D, T) decode with their table's shape at that point
+    of the queue (``pgshovel.relay.schema``); schema events (S) switch that shape
+    and become ``SchemaChange`` operations; watermarks (W) pass through as
+    ``Watermark`` operations. ``conn`` is used for catalog and history reads only
+    (plain SELECTs inside whatever transaction the caller has open).
     """
 
-    def __init__(self, conn: connection) -> None:
-        self._catalog = Catalog(conn)
-        self._tables: dict[tuple[str, str], _Table] = {}
+    def __init__(self, schemas: SchemaTracker) -> None:
+        self._schemas = schemas
         self._keys: dict[str, list[str]] = {}
 
+    @classmethod
+    def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
+        """The decoder of ``queue``'s events, reading the source through ``conn``."""
+        set_name = queue[len(names.queue_prefix(cluster)) :]
+        return cls(SchemaTracker(Catalog(conn), SchemaHistory(conn, cluster, queue), set_name))
+
     def decode(self, event: QueueEvent) -> stream_pb2.Mutation:
-        """The Mutation of ``event``."""
-        mutation = Mutation()
-        self.decode_into(event, mutation)
-        return mutation
+        """The Mutation of ``event`` (a mutation event)."""
+        message = stream_pb2.Message()
+        self.decode_into(event, message)
+        return message.operation.mutation
 
     def __call__(self, row: tuple[Any, ...]) -> stream_pb2.Mutation:
-        mutation = Mutation()
-        self.decode_into(row, mutation)
-        return mutation
+        return self.decode(QueueEvent(*row))
 
-    def decode_into(self, event: tuple[Any, ...], mutation: stream_pb2.Mutation) -> None:
-        """Write the Mutation of ``event`` into the empty ``mutation``.
+    def decode_into(self, event: tuple[Any, ...], message: stream_pb2.Message) -> None:
+        """Write the operation of ``event`` into the empty ``message``.
 
-        ``event`` is a ``QueueEvent`` or a batch row with the same fields; the
-        mutation is typically ``message.operation.mutation`` of the message that
-        will carry it. After a ``CodecError`` the mutation is partly written.
+        ``event`` is a ``QueueEvent`` or a batch row with the same fields. After
+        a ``CodecError`` the message is partly written.
         """
+        kind = event[3]
+        if kind == SCHEMA_EVENT:
+            self._schemas.schema_event(event, message.operation.schema_change)
+        elif kind == WATERMARK_EVENT:
+            _fill_watermark(message.operation.watermark, event)
+        else:
+            self._mutation_into(event, message.operation.mutation)
+
+    def _mutation_into(self, event: tuple[Any, ...], mutation: stream_pb2.Mutation) -> None:
         event_id = event[0]
         old, new = rows = _parse_rows(event_id, event[4])
-        key = (event[5] or "", event[6] or "")
-        table = self._tables.get(key)
-        if (
-            table is None
-            or (old is not None and not table.names.issuperset(old))
-            or (new is not None and not table.names.issuperset(new))
+        schema, name = event[5] or "", event[6] or ""
+        table = self._schemas.table(schema, name, event_id)
+        if (old is not None and not table.names.issuperset(old)) or (
+            new is not None and not table.names.issuperset(new)
         ):
-            types = self._load(key)
-            table = self._tables[key] = _Table(plan_columns(types), frozenset(types))
-        _fill_mutation(mutation, event, rows, table.columns, self._key_columns(event_id, event[8]))
+            table = self._mismatch(table, schema, name, event_id, old or new)
+        _fill_mutation(mutation, event, rows, table.plan, self._key_columns(event_id, event[8]))
+
+    def _mismatch(
+        self, table: TableState, schema: str, name: str, event_id: int, row: dict[str, Any]
+    ) -> TableState:
+        """A row with columns its table's shape does not have: never decoded by guesswork."""
+        if table.from_catalog:
+            # No schema history for this table (a set from before schema capture):
+            # read the catalog again, as earlier versions did.
+            return self._schemas.reload(schema, name)
+        unknown = sorted(set(row) - table.names)
+        raise SchemaError(
+            f"event {event_id} of table {schema!r}.{name!r} has columns {unknown!r} that the "
+            f"table's shape at that point does not have ({sorted(table.names)!r}); the schema "
+            "history in the source is damaged: re-create the set"
+        )
 
     def _key_columns(self, event_id: int, text: str | None) -> list[str]:
         keys = self._keys.get(text or "[]")
@@ -220,10 +245,9 @@ class EventDecoder:
                 ) from error
         return keys
 
-    def _load(self, table: tuple[str, str]) -> dict[str, str]:
-        with translating(f"reading the columns of {table[0]!r}.{table[1]!r}"):
-            info = self._catalog.table(*table)
-        if info is None:
-            logger.warning("table %r.%r is gone: its columns decode as text", *table)
-            return {}
-        return {column.name: column.type_name for column in info.columns}
+
+def _fill_watermark(watermark: stream_pb2.Watermark, event: tuple[Any, ...]) -> None:
+    watermark.id = event[0]
+    watermark.timestamp = event[1]
+    watermark.transaction = event[2]
+    watermark.request = event[4] or ""

@@ -117,7 +117,7 @@ class BatchPublisher:
                 append = messages.append
                 for row in chunk:
                     message = new_message()
-                    decode_into(row, message.operation.mutation)
+                    decode_into(row, message)
                     append(stamp(identifier, message))
                 count += len(chunk)
                 if len(messages) >= PUSH_CHUNK:

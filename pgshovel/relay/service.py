@@ -173,7 +173,7 @@ class Relay:
                 publisher = BatchPublisher(
                     queue,
                     writer,
-                    EventDecoder(queue.connection),
+                    EventDecoder.for_queue(queue.connection, self.cluster, queue_name),
                     node,
                     state,
                     self.metrics,

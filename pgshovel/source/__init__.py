@@ -17,6 +17,14 @@ from pgshovel.source._connection import (
 )
 from pgshovel.source._node import NODE_TABLE, node_id, read_node_id
 from pgshovel.source._ranges import make_ranges, pick_boundaries, range_predicate
+from pgshovel.source._schema_events import (
+    ColumnFacts,
+    Interpretation,
+    TableFacts,
+    cast_is_exact,
+    interpret,
+    missing_value_text,
+)
 from pgshovel.source._shape import Column, KeyRange, TableShape
 
 __all__ = [
@@ -25,14 +33,20 @@ __all__ = [
     "UNKNOWN_TYPE",
     "Catalog",
     "Column",
+    "ColumnFacts",
+    "Interpretation",
     "KeyRange",
+    "TableFacts",
     "TableInfo",
     "TableShape",
     "captured_shape",
+    "cast_is_exact",
     "connect",
     "first_line",
+    "interpret",
     "is_unavailable",
     "make_ranges",
+    "missing_value_text",
     "node_id",
     "pick_boundaries",
     "range_predicate",

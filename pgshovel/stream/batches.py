@@ -33,9 +33,13 @@ class StreamPosition:
         return None
 
 
+Marker = tuple[int, "stream_pb2.SchemaChange | stream_pb2.Watermark"]
+"""A schema change or watermark of a batch, and how many of the batch's mutations precede it."""
+
+
 @dataclass(frozen=True)
 class CommittedBatch:
-    """One PgQ batch that reached Commit: its Begin and its mutations in order."""
+    """One PgQ batch that reached Commit: its Begin, its mutations and markers in order."""
 
     node: bytes
     batch_id: int
@@ -43,6 +47,8 @@ class CommittedBatch:
     mutations: tuple[stream_pb2.Mutation, ...]
     # Position of the batch's Commit message; store it with the applied data.
     position: StreamPosition
+    #: schema changes and watermarks, each after the first ``n`` mutations (``(n, operation)``)
+    markers: tuple[Marker, ...] = ()
 
 
 Phase = Literal["snapshot", "streaming"]

@@ -111,6 +111,8 @@ class HandoffFilter:
             return batch
         snapshot = self._snapshot
         kept = []
+        # kept_before[i]: how many of the first i mutations are kept (marker positions move).
+        kept_before = [0]
         for mutation in batch.mutations:
             txid = mutation.transaction
             if txid == 0:
@@ -122,6 +124,16 @@ class HandoffFilter:
                 )
             if not is_visible(txid, snapshot):
                 kept.append(mutation)
-        if len(kept) == len(batch.mutations):
+            kept_before.append(len(kept))
+        markers = tuple(
+            (kept_before[position], marker)
+            for position, marker in batch.markers
+            # A schema change the snapshot saw is in the shapes it was loaded with.
+            if not (
+                isinstance(marker, stream_pb2.SchemaChange)
+                and is_visible(marker.transaction, snapshot)
+            )
+        )
+        if len(kept) == len(batch.mutations) and len(markers) == len(batch.markers):
             return batch
-        return dataclasses.replace(batch, mutations=tuple(kept))
+        return dataclasses.replace(batch, mutations=tuple(kept), markers=markers)

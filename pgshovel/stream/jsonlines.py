@@ -1,4 +1,4 @@
-"""Render committed batches as JSON lines: one mutation per line, for people and ``jq``.
+"""Render committed batches as JSON lines: one mutation or schema change per line, for ``jq``.
 
 Each value is PostgreSQL's text form of it (``null`` for SQL NULL), so what a
 user sees is exactly what ``psql`` would print, whatever the type.
@@ -46,7 +46,51 @@ def mutation_record(batch: CommittedBatch, mutation: stream_pb2.Mutation) -> dic
     }
 
 
+def schema_record(batch: CommittedBatch, change: stream_pb2.SchemaChange) -> dict[str, object]:
+    """One schema change with its batch, as a JSON-ready mapping."""
+    record: dict[str, object] = {
+        "batch": batch.batch_id,
+        "offset": batch.position.offset,
+        "transaction": change.transaction,
+        "timestamp": _time(change.timestamp),
+        "schema": change.schema,
+        "table": change.table,
+        "operation": "SCHEMA",
+        "kind": stream_pb2.SchemaChange.Kind.Name(change.kind),
+        "command": change.command,
+        "set_version": change.set_version,
+    }
+    if change.HasField("shape"):
+        record["columns"] = [
+            {"name": c.name, "type": c.sql_type, "not_null": c.not_null}
+            for c in change.shape.columns
+        ]
+        record["key"] = list(change.shape.key)
+    if change.added_defaults:
+        record["added_defaults"] = {c.name: to_text(c.value) for c in change.added_defaults}
+    if change.rewrites_rows:
+        record["rewrites_rows"] = True
+    if change.problem:
+        record["problem"] = change.problem
+    return record
+
+
 def json_lines(batch: CommittedBatch) -> Iterator[str]:
-    """The batch's mutations as JSON lines, in stream order."""
-    for mutation in batch.mutations:
-        yield json.dumps(mutation_record(batch, mutation), ensure_ascii=False, sort_keys=False)
+    """The batch's mutations and schema changes as JSON lines, in stream order."""
+    markers = [
+        (position, marker)
+        for position, marker in batch.markers
+        if isinstance(marker, stream_pb2.SchemaChange)
+    ]
+    index = 0
+    for position, mutation in enumerate(batch.mutations):
+        while index < len(markers) and markers[index][0] <= position:
+            yield _dump(schema_record(batch, markers[index][1]))
+            index += 1
+        yield _dump(mutation_record(batch, mutation))
+    for _, change in markers[index:]:
+        yield _dump(schema_record(batch, change))
+
+
+def _dump(record: dict[str, object]) -> str:
+    return json.dumps(record, ensure_ascii=False, sort_keys=False)

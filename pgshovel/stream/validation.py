@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch, Marker, StreamPosition
 
 __all__ = ["State", "StreamValidator", "ValidatorStatistics"]
 
@@ -82,6 +82,7 @@ class StreamValidator:
         self._batch_node = b""
         self._begin: stream_pb2.Begin | None = None
         self._mutations: list[stream_pb2.Mutation] = []
+        self._markers: list[Marker] = []
         if position is None:
             self._state = State.SYNCHRONIZING
             self._publisher: bytes | None = None
@@ -238,12 +239,21 @@ class StreamValidator:
             return None
         self._begin = operation.begin
         self._mutations = []
+        self._markers = []
         self._state = State.OPEN
         return None
 
     def _on_mutation(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
         self._mutations.append(message.operation.mutation)
+        return None
+
+    def _on_marker(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
+        self._check_batch(offset, message)
+        operation = message.operation
+        kind = operation.WhichOneof("operation")
+        marker = operation.schema_change if kind == "schema_change" else operation.watermark
+        self._markers.append((len(self._mutations), marker))
         return None
 
     def _on_commit(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
@@ -258,6 +268,7 @@ class StreamValidator:
             batch_id=self._batch_id,
             begin=begin,
             mutations=tuple(self._mutations),
+            markers=tuple(self._markers),
             position=StreamPosition(
                 offset=offset,
                 publisher=header.publisher,
@@ -326,6 +337,7 @@ class StreamValidator:
     def _discard(self) -> None:
         self._begin = None
         self._mutations = []
+        self._markers = []
         self._state = State.IDLE
 
     def _error(self, problem: str, offset: int, message: stream_pb2.Message) -> StreamError:
@@ -349,19 +361,23 @@ class StreamValidator:
 _S = State
 _TRANSITIONS: dict[tuple[State, str | None], _Handler] = {
     (_S.SYNCHRONIZING, "begin"): StreamValidator._on_begin,
-    (_S.SYNCHRONIZING, "mutation"): StreamValidator._on_partial,
-    (_S.SYNCHRONIZING, "commit"): StreamValidator._on_partial,
-    (_S.SYNCHRONIZING, "rollback"): StreamValidator._on_partial,
     (_S.IDLE, "begin"): StreamValidator._on_begin,
-    (_S.IDLE, "mutation"): StreamValidator._on_no_batch_open,
-    (_S.IDLE, "commit"): StreamValidator._on_no_batch_open,
-    (_S.IDLE, "rollback"): StreamValidator._on_no_batch_open,
     (_S.OPEN, "begin"): StreamValidator._on_begin_while_open,
     (_S.OPEN, "mutation"): StreamValidator._on_mutation,
+    (_S.OPEN, "schema_change"): StreamValidator._on_marker,
+    (_S.OPEN, "watermark"): StreamValidator._on_marker,
     (_S.OPEN, "commit"): StreamValidator._on_commit,
     (_S.OPEN, "rollback"): StreamValidator._on_rollback,
     (_S.SKIPPING, "begin"): StreamValidator._on_begin_while_open,
-    (_S.SKIPPING, "mutation"): StreamValidator._on_skipped_mutation,
     (_S.SKIPPING, "commit"): StreamValidator._on_skipped_commit,
     (_S.SKIPPING, "rollback"): StreamValidator._on_rollback,
 }
+# Everything a batch carries between Begin and Commit (mutations, schema changes,
+# watermarks) is handled alike outside an open batch.
+for _kind in ("mutation", "schema_change", "watermark"):
+    _TRANSITIONS[(_S.SYNCHRONIZING, _kind)] = StreamValidator._on_partial
+    _TRANSITIONS[(_S.IDLE, _kind)] = StreamValidator._on_no_batch_open
+    _TRANSITIONS[(_S.SKIPPING, _kind)] = StreamValidator._on_skipped_mutation
+for _kind in ("commit", "rollback"):
+    _TRANSITIONS[(_S.SYNCHRONIZING, _kind)] = StreamValidator._on_partial
+    _TRANSITIONS[(_S.IDLE, _kind)] = StreamValidator._on_no_batch_open

@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 
 from pgshovel.admin import planning, twophase
+from pgshovel.cluster import names
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.events import EventDecoder, QueueEvent
@@ -36,13 +37,22 @@ def install(
 
 
 def captured(dsn: str, cluster: str) -> list[stream_pb2.Mutation]:
-    """Every event in the set's queue, decoded, in event order."""
+    """Every mutation in the set's queue, decoded, in event order."""
+    return [
+        message.operation.mutation
+        for message in captured_messages(dsn, cluster)
+        if message.operation.WhichOneof("operation") == "mutation"
+    ]
+
+
+def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:
+    """Every event in the set's queue (mutations, schema changes), decoded, in event order."""
     conn = psycopg2.connect(dsn)
     try:
         with conn.cursor() as cursor:
             cursor.execute(
                 "SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = %s",
-                (f"pgshovel.{cluster}.{SET}",),
+                (names.queue_name(cluster, SET),),
             )
             schema, table = cursor.fetchone()[0].split(".")  # type: ignore[index]
             cursor.execute(
@@ -53,8 +63,13 @@ def captured(dsn: str, cluster: str) -> list[stream_pb2.Mutation]:
                 ).format(sql.Identifier(schema, table))
             )
             events = [QueueEvent(*row) for row in cursor.fetchall()]
-        decoder = EventDecoder(conn)
-        return [decoder.decode(event) for event in events]
+        decoder = EventDecoder.for_queue(conn, cluster, names.queue_name(cluster, SET))
+        messages = []
+        for event in events:
+            message = stream_pb2.Message()
+            decoder.decode_into(event, message)
+            messages.append(message)
+        return messages
     finally:
         conn.close()
 

@@ -19,6 +19,8 @@ from pgshovel.relay import events
 from pgshovel.relay import relay as relay_module
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.relay import BatchPublisher, SetState, _tick_message
+from pgshovel.relay.schema import SchemaTracker, TableState, plan_of
+from pgshovel.source import Column
 from pgshovel.stream.publisher import Publisher
 
 NODE = b"\x01" * 16
@@ -36,12 +38,19 @@ def _row(number: int, total: str = "1.50") -> tuple[Any, ...]:
     return (number, 1_700_000_000_000_000, 900, "I", data, "public", "orders", "v1", '["id"]')
 
 
-class Catalog(events.EventDecoder):
-    def __init__(self) -> None:
-        super().__init__(None)  # type: ignore[arg-type]
+class Schemas(SchemaTracker):
+    """A tracker that knows one table, without a database."""
 
-    def _load(self, table: tuple[str, str]) -> dict[str, str]:
-        return dict(TYPES)
+    def __init__(self) -> None:
+        pass
+
+    def table(self, schema: str, name: str, event_id: int) -> TableState:
+        columns = tuple(Column(column, t, t) for column, t in TYPES.items())
+        return TableState(None, plan_of(columns), frozenset(TYPES))
+
+
+def Catalog() -> events.EventDecoder:
+    return events.EventDecoder(Schemas())
 
 
 class Queue:

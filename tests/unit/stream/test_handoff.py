@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -191,3 +192,17 @@ def test_filter_keeps_exactly_the_invisible_mutations_while_active(
         kept = handoff.filter(committed(number, 1, txids))
         assert transactions(kept) == [t for t in txids if not is_visible(t, snapshot)]
         assert kept.position.offset == number * 10
+
+
+def test_schema_changes_the_snapshot_saw_are_dropped_and_marker_positions_follow() -> None:
+    handoff = HandoffFilter(parse_txid_snapshot("100:110:103,107"))
+    seen = stream_pb2.SchemaChange(id=1, transaction=101)
+    unseen = stream_pb2.SchemaChange(id=2, transaction=107)
+    mark = stream_pb2.Watermark(id=3, request="r:0:high", transaction=99)
+    batch = dataclasses.replace(
+        committed(1, 95, [101, 103, 105, 107]), markers=((1, seen), (2, unseen), (4, mark))
+    )
+    filtered = handoff.filter(batch)
+    assert transactions(filtered) == [103, 107]
+    # 101 and 105 are gone: "after 2 mutations" is now "after 1"; watermarks always pass.
+    assert [(position, marker.id) for position, marker in filtered.markers] == [(1, 2), (2, 3)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -386,3 +387,35 @@ def test_fenced_publisher_is_logged_once(caplog: pytest.LogCaptureFixture) -> No
     warnings = [r for r in caplog.records if "fenced publisher" in r.getMessage()]
     assert len(warnings) == 1
     assert str(uuid.UUID(int=2)) in warnings[0].getMessage()
+
+
+def test_schema_changes_and_watermarks_are_emitted_at_their_place_among_the_mutations() -> None:
+    source = publisher(1, 1)
+    identifier = batch_id(3)
+    messages = [begin(source, 3)]
+    change = stream_pb2.SchemaChange(id=11, table="t", kind=stream_pb2.SchemaChange.ALTER)
+    mark = stream_pb2.Watermark(id=13, request="r:0:low")
+    items: list[tuple[str, Any]] = [
+        ("mutation", mutation(10)),
+        ("schema_change", change),
+        ("mutation", mutation(12)),
+        ("watermark", mark),
+        ("mutation", mutation(14)),
+    ]
+    for kind, item in items:
+        message = stream_pb2.Message()
+        getattr(message.operation, kind).CopyFrom(item)
+        messages.append(source.stamp(identifier, message))
+    messages.append(source.commit(identifier))
+    _, batches = run(messages)
+    assert summary(batches) == [(3, [10, 12, 14])]
+    assert [(position, marker.id) for position, marker in batches[0].markers] == [(1, 11), (2, 13)]
+
+
+def test_a_schema_change_outside_a_batch_is_refused() -> None:
+    source = publisher(1, 1)
+    stray = stream_pb2.Message()
+    stray.operation.schema_change.id = 1
+    messages = [*frame(source, 1, [1]), source.stamp(batch_id(2), stray)]
+    with pytest.raises(StreamError, match="schema_change without an open batch"):
+        run(messages)
