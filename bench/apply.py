@@ -20,7 +20,6 @@ import logging
 import os
 import pstats
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,8 @@ from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import Worker, read_table_shapes
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape
-from pgshovel.stream.batches import CommittedBatch, WorkerState
+from pgshovel.stream.plan import MicroBatchPlan
+from pgshovel.stream.state import WorkerState
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +60,11 @@ class ApplyRuns:
     profile: list[str] = field(default_factory=list)
 
 
-class CountingTarget:
+class CountingTarget(PostgresTarget):
     """The real PostgreSQL target, noting how far the worker got (to stop it at the end)."""
 
-    def __init__(self, target: PostgresTarget, end_offset: int) -> None:
-        self.target = target
+    def __init__(self, dsn: str, end_offset: int) -> None:
+        super().__init__(dsn)
         self.end_offset = end_offset
         self.next_offset = 0
         self.mutations = 0
@@ -72,26 +72,11 @@ class CountingTarget:
     def done(self) -> bool:
         return self.next_offset >= self.end_offset
 
-    def open(self, cluster: str, set_name: str, tables: Sequence[TableShape]) -> WorkerState | None:
-        return self.target.open(cluster, set_name, tables)
-
-    def begin_snapshot(self, state: WorkerState) -> None:
-        self.target.begin_snapshot(state)
-
-    def snapshot_sink(self) -> Any:
-        return self.target.snapshot_sink()
-
-    def finish_snapshot(self, state: WorkerState) -> None:
-        self.target.finish_snapshot(state)
-
-    def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
-        rows = self.target.apply(batches, state)
-        self.mutations += sum(len(batch.mutations) for batch in batches)
+    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
+        rows = super().apply(plan, state)
+        self.mutations += sum(len(changes.batch.mutations) for changes in plan.batches)
         self.next_offset = state.next_offset
         return rows
-
-    def close(self) -> None:
-        self.target.close()
 
 
 @dataclass(frozen=True)
@@ -154,7 +139,7 @@ def worker_run(
     """Seconds, mutations applied and resource use of one worker pass over the stream."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
-    target = CountingTarget(PostgresTarget(_stack.create_database(sandbox, TARGET)), stream.end)
+    target = CountingTarget(_stack.create_database(sandbox, TARGET), stream.end)
     reader = KafkaStream(
         kafka["bootstrap.servers"], _stack.topic_of(SET), properties, poll_timeout=0.2
     )
@@ -163,11 +148,11 @@ def worker_run(
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
     worker = Worker(_stack.CLUSTER, SET, set_configuration, configuration, spark=None)
-    state = WorkerState("streaming", stream.snapshot, stream.start)
-    target.open(_stack.CLUSTER, SET, tables)
+    state = WorkerState("streaming", stream.snapshot, stream.start, tables=tuple(tables))
+    target.open(_stack.CLUSTER, SET)
     reader.open(_stack.topic_of(SET))
     try:
-        target.begin_snapshot(WorkerState("snapshot", stream.snapshot, stream.start))
+        target.begin_snapshot(state.replace(phase="snapshot"))
         target.finish_snapshot(state)
         pids = _proc.family(os.getpid())
         _proc.reset_peak(pids)
@@ -183,7 +168,7 @@ def worker_run(
         seconds = time.monotonic() - started
         after = _proc.usage(pids)
         copied = _stack.fetch_value(
-            target.target.dsn,
+            target.dsn,
             sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("public", _schema.ORDERS)),
         )
     finally:

@@ -29,7 +29,7 @@ from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import read_table_shapes
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape
-from pgshovel.stream.batches import WorkerState
+from pgshovel.stream.state import WorkerState
 
 logger = logging.getLogger(__name__)
 
@@ -107,15 +107,17 @@ def measure(sandbox: SandboxConnection, settings: Settings, spark: Any) -> Snaps
     target_dsn = _stack.create_database(sandbox, TARGET)
     tables = read_table_shapes(_stack.set_configuration(source, [_schema.ORDERS]))
     target = PostgresTarget(target_dsn)
-    target.open(_stack.CLUSTER, "snapshot", tables)
+    target.open(_stack.CLUSTER, "snapshot")
     loader = PostgresSnapshotLoader(ranges_per_table=RANGES_PER_TABLE, progress_interval=3600.0)
     runs = SnapshotRuns()
     try:
         for number, variant in schedule(settings.rounds, ["loader", "copy"]):
             if variant == "loader":
-                target.begin_snapshot(WorkerState("snapshot", "1:1:", 0))
+                target.begin_snapshot(WorkerState("snapshot", "1:1:", 0, tables=tuple(tables)))
                 started = time.monotonic()
-                reports = loader.load(spark, source, tables, target.snapshot_sink(), lambda _: None)
+                reports = loader.load(
+                    spark, source, lambda _: tables, target.snapshot_sink(), lambda *_: None
+                )
                 seconds = time.monotonic() - started
                 rows = sum(report.rows for report in reports)
                 if rows != settings.snapshot_rows:

@@ -121,7 +121,7 @@ def configure_logging(level: str) -> None:
 def run(command: click.Command, argv: list[str] | None = None) -> None:
     """Run a click command; turn a ``PgshovelError`` into one line and exit status 1."""
     try:
-        command.main(args=argv, auto_envvar_prefix=ENV_PREFIX, standalone_mode=False)
+        code = command.main(args=argv, auto_envvar_prefix=ENV_PREFIX, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -135,3 +135,6 @@ def run(command: click.Command, argv: list[str] | None = None) -> None:
         sys.exit(1)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
+    if isinstance(code, int) and code:
+        # A command that exits with a status (click.exceptions.Exit) returns it here.
+        sys.exit(code)

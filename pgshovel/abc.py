@@ -17,16 +17,21 @@ and positions from ``pgshovel.stream``, table shapes and key ranges from
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, runtime_checkable
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.source import KeyRange, TableShape
-from pgshovel.stream.batches import CommittedBatch, WorkerState
+from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.plan import MicroBatchPlan
+from pgshovel.stream.state import WorkerState
 
 __all__ = [
     "BatchInfo",
+    "ChangedKeys",
+    "ChunkSink",
+    "Comparison",
     "CopyOut",
     "EventDecoder",
     "EventRow",
@@ -201,6 +206,53 @@ class SnapshotSink(Protocol):
 
 
 @runtime_checkable
+class ChunkSink(Protocol):
+    """Where an incremental snapshot's chunk readers stage what they read, before the high
+    watermark (must pickle: it may travel into Spark tasks)."""
+
+    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many."""
+        ...
+
+    def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
+        """Store the source's checksums of ``attempt``'s range."""
+        ...
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A chunk's range compared between source and target, bucket by bucket."""
+
+    #: buckets compared and equal
+    equal: frozenset[int]
+    #: buckets compared and different: (rows in the source, rows in the copy)
+    differing: dict[int, tuple[int, int]]
+    #: buckets the stream changed while the source was read: not comparable this time
+    skipped: frozenset[int]
+
+    @classmethod
+    def of(
+        cls,
+        source: dict[int, tuple[int, int]],
+        copy: dict[int, tuple[int, int]],
+        skipped: set[int],
+    ) -> Comparison:
+        """Compare per-bucket (rows, hash sum) of both sides, leaving ``skipped`` out."""
+        buckets = set(source) | set(copy)
+        compared = buckets - skipped
+        differing = {
+            bucket: (source.get(bucket, (0, 0))[0], copy.get(bucket, (0, 0))[0])
+            for bucket in compared
+            if source.get(bucket) != copy.get(bucket)
+        }
+        return cls(frozenset(compared - set(differing)), differing, frozenset(buckets & skipped))
+
+
+#: Key values (text) of the rows the stream changed while a chunk was read.
+ChangedKeys = Collection[tuple[str | None, ...]]
+
+
+@runtime_checkable
 class Loader(Protocol):
     """Copies a consistent snapshot of the tables into a target in parallel."""
 
@@ -208,14 +260,16 @@ class Loader(Protocol):
         self,
         spark: Any,
         source_dsn: str,
-        tables: Sequence[TableShape],
+        read_tables: Callable[[Any], list[TableShape]],
         sink: SnapshotSink,
-        on_exported: Callable[[str], None],
+        on_exported: Callable[[str, list[TableShape]], None],
     ) -> list[TableLoadReport]:
-        """Export one snapshot, call ``on_exported(txid_snapshot_text)``, copy every table.
+        """Export one snapshot, read the tables' shapes in it, copy every table.
 
-        ``on_exported`` runs after the snapshot is exported and before any row is
-        written (the target records that a snapshot load is under way).
+        ``read_tables(connection)`` reads the shapes through the connection whose
+        transaction exported the snapshot, so they are the shapes the copied rows
+        have; ``on_exported(txid_snapshot_text, shapes)`` runs after that and before
+        any row is written (the target records that a snapshot load is under way).
         """
         ...
 
@@ -235,7 +289,10 @@ class Stream(Protocol):
     def micro_batches(
         self, state: WorkerState, should_stop: Callable[[], bool]
     ) -> Iterator[MicroBatch]:
-        """Validated micro-batches after ``state``; ends when ``should_stop()`` is true."""
+        """Validated micro-batches after ``state``; ends when ``should_stop()`` is true.
+
+        While nothing new arrives it yields an empty micro-batch about once per poll
+        timeout, so the worker keeps control (requests, incremental snapshots)."""
         ...
 
     def close(self) -> None:
@@ -252,12 +309,13 @@ class Target(Protocol):
     applied; nothing else stores a stream position.
     """
 
-    def open(self, cluster: str, set_name: str, tables: Sequence[TableShape]) -> WorkerState | None:
-        """Connect, create what is missing, return the stored state (None: never loaded)."""
+    def open(self, cluster: str, set_name: str) -> WorkerState | None:
+        """Connect, take the set's lock, return the stored state (None: never loaded)."""
         ...
 
     def begin_snapshot(self, state: WorkerState) -> None:
-        """Empty the set's tables and record that a snapshot load is under way."""
+        """Create ``state.tables`` afresh and empty, and record that a snapshot load is under
+        way."""
         ...
 
     def snapshot_sink(self) -> SnapshotSink:
@@ -268,8 +326,44 @@ class Target(Protocol):
         """Record that the snapshot is complete; streaming resumes from ``state``."""
         ...
 
-    def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
-        """Apply the batches and store ``state`` atomically; return the rows written."""
+    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
+        """Apply a micro-batch's steps in order and store ``state`` atomically; return the
+        rows written. Mutations of a ``Segment`` are applied with their run's table shape; a
+        ``SchemaStep`` creates, alters, drops or leaves a table (see ``pgshovel.stream.plan``)."""
+        ...
+
+    def can_alter_type(self, old: Column, new: Column) -> bool:
+        """Whether this target converts a column's values to a new type exactly by itself
+        (else the worker copies the table again after the change)."""
+        ...
+
+    def can_filter(self) -> bool:
+        """Whether this target evaluates a ``set resnapshot --where`` condition on its rows
+        (a re-snapshot with a filter is refused on a target that cannot)."""
+        ...
+
+    def chunk_sink(self) -> ChunkSink:
+        """Where chunk readers stage rows and checksums."""
+        ...
+
+    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+        """Make the chunk's range of the copy hold exactly the staged rows, except the rows
+        whose keys are in ``changed`` (the stream brought their state), and store ``state``,
+        atomically; return the rows written. The staged data is dropped."""
+        ...
+
+    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+        """Compare the chunk's range of the copy with the staged source checksums, leaving
+        out the buckets of the keys in ``changed``. The staged data is dropped."""
+        ...
+
+    def store_state(self, state: WorkerState) -> None:
+        """Store ``state`` alone (incremental snapshot progress)."""
+        ...
+
+    def drop_staging(self, attempts: Collection[str] | None = None) -> None:
+        """Remove what chunk readers staged for ``attempts`` (None: everything staged for this
+        set, left by a crash)."""
         ...
 
     def close(self) -> None:

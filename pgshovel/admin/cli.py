@@ -16,10 +16,12 @@ import click
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
 from pgshovel.admin import inspect, planning, tail
+from pgshovel.admin import requests as admin_requests
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, render
 from pgshovel.admin.twophase import execute
-from pgshovel.cluster import names, zookeeper
+from pgshovel.cluster import names, requests, zookeeper
+from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
@@ -224,6 +226,74 @@ def set_tail(
         follow=follow,
         limit=limit,
     )
+
+
+table_arguments = click.argument("tables", nargs=-1, metavar="[TABLE]...")
+timeout_option = click.option(
+    "--timeout",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Seconds to wait for the worker's report (the work goes on after a timeout).",
+)
+
+
+def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: float) -> Result:
+    with zookeeper.connect(options.zookeeper_hosts) as client:
+        submitted, result = admin_requests.ask(client, options.cluster, name, request, timeout)
+    if result is None:
+        raise click.ClickException(
+            f"no report from the worker of set {name!r} within {timeout:g}s (request "
+            f"{submitted}); is pgshovel-replicate running? The request stays queued"
+        )
+    click.echo(admin_requests.render(result))
+    if result.status == "failed":
+        raise click.ClickException(f"the worker refused request {submitted}: {result.message}")
+    return result
+
+
+@set_group.command("resnapshot")
+@click.argument("name")
+@table_arguments
+@click.option(
+    "--where", default="", help="Only rows matching this SQL condition (PostgreSQL target)."
+)
+@timeout_option
+@click.pass_obj
+def set_resnapshot(
+    options: GlobalOptions, name: str, tables: tuple[str, ...], where: str, timeout: float
+) -> None:
+    """Ask set NAME's worker to copy TABLEs (default: all) again while streaming.
+
+    TABLE is schema.table or table (in public). The worker reads each table in
+    key-range chunks between watermarks in the stream, so the copy stays exact
+    while writes go on; the command waits for its report.
+    """
+    names.validate_set_name(name)
+    request = requests.Request("resnapshot", admin_requests.parse_tables(tables), where)
+    _ask(options, name, request, timeout)
+
+
+@set_group.command("verify")
+@click.argument("name")
+@table_arguments
+@click.option("--repair", is_flag=True, help="Copy the differing ranges again, then verify them.")
+@timeout_option
+@click.pass_obj
+def set_verify(
+    options: GlobalOptions, name: str, tables: tuple[str, ...], repair: bool, timeout: float
+) -> None:
+    """Compare set NAME's copy with the source by key-range checksums; exit 1 on a difference.
+
+    TABLE is schema.table or table (in public). Checksums are computed inside
+    each database, range by range between watermarks in the stream, so the
+    comparison is exact while writes go on.
+    """
+    names.validate_set_name(name)
+    request = requests.Request("verify", admin_requests.parse_tables(tables), repair=repair)
+    result = _ask(options, name, request, timeout)
+    if admin_requests.differences_remain(result):
+        raise click.exceptions.Exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -239,6 +239,15 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
     zookeeper = [_check(cluster_node)]
     if relay is not None:
         zookeeper.append(ZooKeeperOperation("delete", names.relay_path(context.cluster, set_name)))
+    for parent in (
+        names.requests_path(context.cluster, set_name),
+        names.results_path(context.cluster, set_name),
+    ):
+        children = context.store.children(parent)
+        if children is None:
+            continue
+        zookeeper += [ZooKeeperOperation("delete", f"{parent}/{child}") for child in children]
+        zookeeper.append(ZooKeeperOperation("delete", parent))
     zookeeper.append(ZooKeeperOperation("delete", current.path, version=current.version))
     return Plan(
         summary=f"drop set {set_name!r} from cluster {context.cluster!r}",

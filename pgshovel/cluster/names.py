@@ -60,6 +60,16 @@ def relay_path(cluster: str, set_name: str) -> str:
     return f"{set_path(cluster, set_name)}/relay"
 
 
+def requests_path(cluster: str, set_name: str) -> str:
+    """The node whose children are requests to the set's worker (re-snapshot, verify)."""
+    return f"{set_path(cluster, set_name)}/requests"
+
+
+def results_path(cluster: str, set_name: str) -> str:
+    """The node whose children are the worker's answers, named as the requests."""
+    return f"{set_path(cluster, set_name)}/results"
+
+
 def schema_name(cluster: str) -> str:
     """The database schema that holds a cluster's capture function and node id."""
     return f"pgshovel_{validate_cluster_name(cluster)}"

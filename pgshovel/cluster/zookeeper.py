@@ -118,7 +118,11 @@ class ClusterStore:
 
     def relay_children(self, set_name: str) -> list[str] | None:
         """The relay election node's children, or None when the node does not exist."""
+        return self.children(names.relay_path(self.cluster, set_name))
+
+    def children(self, path: str) -> list[str] | None:
+        """A node's children, or None when the node does not exist."""
         try:
-            return list(self.client.get_children(names.relay_path(self.cluster, set_name)))
+            return sorted(self.client.get_children(path))
         except NoNodeError:
             return None

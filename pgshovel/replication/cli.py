@@ -38,7 +38,14 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     stop.install()
     spark = spark_session(replication.spark)
     try:
-        Worker(options.cluster, set_name, set_configuration, replication, spark).run(stop)
+        Worker(
+            options.cluster,
+            set_name,
+            set_configuration,
+            replication,
+            spark,
+            zookeeper_hosts=options.zookeeper_hosts,
+        ).run(stop)
     finally:
         spark.stop()
     logger.info("stopped")

@@ -16,7 +16,7 @@ use ``${VAR}`` and ``${VAR:-default}``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -47,6 +47,13 @@ class SparkSettings(settings.Settings):
     conf: Annotated[dict[str, str], BeforeValidator(_spark_values)] = {}
 
 
+class SnapshotSettings(settings.Settings):
+    """The ``snapshots:`` section: incremental snapshots (backfill, re-snapshot, verify)."""
+
+    rows_per_chunk: int = Field(20_000, ge=1)
+    parallel: int = Field(2, ge=1)
+
+
 class LoaderSpec(ComponentSpec):
     contract = Loader
 
@@ -63,6 +70,7 @@ class ReplicationSettings(settings.Settings):
     """replication.yml as validated; ``build`` constructs its components."""
 
     spark: SparkSettings = SparkSettings()
+    snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
     loader: LoaderSpec
     stream: StreamSpec
     target: TargetSpec
@@ -70,6 +78,7 @@ class ReplicationSettings(settings.Settings):
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
             spark=self.spark,
+            snapshots=self.snapshots,
             loader=cast(Loader, self.loader.build()),
             stream=cast(Stream, self.stream.build()),
             target=cast(Target, self.target.build()),
@@ -84,6 +93,7 @@ class ReplicationConfiguration:
     loader: Loader
     stream: Stream
     target: Target
+    snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

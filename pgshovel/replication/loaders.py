@@ -146,9 +146,9 @@ class PostgresSnapshotLoader:
         self,
         spark: Any,
         source_dsn: str,
-        tables: Sequence[TableShape],
+        read_tables: Callable[[Connection], list[TableShape]],
         sink: SnapshotSink,
-        on_exported: Callable[[str], None],
+        on_exported: Callable[[str, list[TableShape]], None],
     ) -> list[TableLoadReport]:
         connection = connect(source_dsn, "pgshovel-replicate snapshot export")
         try:
@@ -160,7 +160,8 @@ class PostgresSnapshotLoader:
                 raise DatabaseError("pg_export_snapshot() returned nothing; cannot load")
             snapshot_id, txid_snapshot = row
             logger.info("exported snapshot %s (transactions %s)", snapshot_id, txid_snapshot)
-            on_exported(txid_snapshot)
+            tables = read_tables(connection)
+            on_exported(txid_snapshot, tables)
             # Sampled in a transaction of its own: a sample read in the exporting
             # transaction would hold each table's lock until the load ends, and a
             # TRUNCATE queued behind that lock would block every later range of the

@@ -91,3 +91,11 @@ def group_by_table(
                 (batch, mutation, to_change(mutation, table, convert))
             )
     return grouped
+
+
+def key_text(row: stream_pb2.Row, table: TableShape) -> tuple[str | None, ...] | None:
+    """The text of a row's key values (None for an empty row or an unkeyed table)."""
+    if not row.columns or not table.key:
+        return None
+    values = {column.name: column.value for column in row.columns}
+    return tuple(codec.to_text(values[name]) if name in values else None for name in table.key)

@@ -17,8 +17,9 @@ from typing import Any
 from pgshovel.abc import MicroBatch
 from pgshovel.errors import ProgrammingError
 from pgshovel.settings import NonEmptyText, PositiveInt, PositiveSeconds
-from pgshovel.stream.batches import CommittedBatch, WorkerState
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.reader import KafkaReader
+from pgshovel.stream.state import WorkerState
 from pgshovel.stream.validation import StreamValidator
 
 logger = logging.getLogger(__name__)
@@ -64,10 +65,10 @@ class KafkaStream:
         logger.info("streaming topic %r from offset %d", reader.topic, state.next_offset)
         while not should_stop():
             messages = reader.read(self.max_batch_messages, self.poll_timeout)
-            if not messages:
-                continue
             batches: list[CommittedBatch] = list(validator.validate(messages))
             if not batches:
+                # Nothing to apply: hand control back anyway (the worker has other duties).
+                yield MicroBatch(batches=(), messages=len(messages), lag=0)
                 continue
             last = messages[-1][0]
             # Lag is for reporting only: the end offset the last fetch brought is enough.

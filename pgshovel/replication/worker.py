@@ -19,22 +19,26 @@ starts over from 1 after a backoff; the stored state makes that exact.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from pgshovel.abc import TableLoadReport
+from pgshovel.abc import TableLoadReport, Target
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
+from pgshovel.protocol.stream_pb2 import SchemaChange
 from pgshovel.replication import catalog
 from pgshovel.replication.config import ReplicationConfiguration
+from pgshovel.replication.incremental import IncrementalSnapshots
+from pgshovel.replication.mutations import key_text
+from pgshovel.replication.requests import RequestDesk
 from pgshovel.source import TableShape, connect
-from pgshovel.stream.batches import WorkerState
 from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
+from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, plan_micro_batch
+from pgshovel.stream.state import SnapshotTask, WorkerState
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +75,9 @@ class Worker:
         set_configuration: configuration_pb2.ReplicationSetConfiguration,
         configuration: ReplicationConfiguration,
         spark: Any,
+        zookeeper_hosts: str | None = None,
     ) -> None:
+        self.zookeeper_hosts = zookeeper_hosts
         self.cluster = cluster
         self.set_name = set_name
         self.set_configuration = set_configuration
@@ -100,12 +106,23 @@ class Worker:
     def _run(
         self, should_stop: Callable[[], bool], on_success: Callable[[], None]
     ) -> WorkerState | None:
-        tables = read_table_shapes(self.set_configuration)
         stream = self.configuration.stream
         target = self.configuration.target
         stream.open(names.topic_name(self.cluster, self.set_name))
+        desk = (
+            None
+            if self.zookeeper_hosts is None
+            else RequestDesk(
+                self.zookeeper_hosts,
+                self.cluster,
+                self.set_name,
+                self.set_configuration.database.dsn,
+                target,
+            )
+        )
+        snapshots = self._incremental(target, desk)
         try:
-            state = target.open(self.cluster, self.set_name, tables)
+            state = target.open(self.cluster, self.set_name)
             on_success()
             if state is None or state.phase == "snapshot":
                 if state is not None:
@@ -113,33 +130,65 @@ class Worker:
                         "the previous snapshot load did not finish; emptying the set's tables "
                         "and loading again"
                     )
-                state = self.load(tables)
+                state = self.load()
             else:
+                if not state.tables:
+                    # A state stored before pgshovel 0.2: the source catalog has the shapes.
+                    state = state.replace(tables=tuple(read_table_shapes(self.set_configuration)))
                 logger.info("resuming the stream at offset %d", state.next_offset)
+            target.drop_staging()
             self.state = state
-            return self.stream(state, should_stop, on_success)
+            return self.stream(state, should_stop, on_success, snapshots, desk)
         finally:
+            snapshots.close()
+            if desk is not None:
+                desk.close()
             stream.close()
             target.close()
 
-    def load(self, tables: Sequence[TableShape]) -> WorkerState:
+    def _incremental(self, target: Target, desk: RequestDesk | None) -> IncrementalSnapshots:
+        settings = self.configuration.snapshots
+
+        def on_finished(task: SnapshotTask, state: WorkerState) -> list[SnapshotTask]:
+            logger.info(
+                "%s of %s.%s finished: %d row(s) in %d range(s)",
+                task.purpose,
+                task.schema,
+                task.table,
+                task.rows,
+                len(task.ranges),
+            )
+            return [] if desk is None else desk.finished(task, state)
+
+        return IncrementalSnapshots(
+            self.cluster,
+            self.set_name,
+            self.set_configuration.database.dsn,
+            target,
+            rows_per_chunk=settings.rows_per_chunk,
+            parallel=settings.parallel,
+            on_finished=on_finished,
+        )
+
+    def load(self) -> WorkerState:
         """Copy a consistent snapshot of every table; return the streaming state after it."""
         target = self.configuration.target
         start_offset = self.configuration.stream.end_offset()
-        exported: list[str] = []
+        begun: list[WorkerState] = []
 
-        def on_exported(txid_snapshot: str) -> None:
-            exported.append(txid_snapshot)
-            target.begin_snapshot(WorkerState("snapshot", txid_snapshot, start_offset))
+        def on_exported(txid_snapshot: str, tables: list[TableShape]) -> None:
+            state = WorkerState("snapshot", txid_snapshot, start_offset, tables=tuple(tables))
+            begun.append(state)
+            target.begin_snapshot(state)
 
         self.load_reports = self.configuration.loader.load(
             self.spark,
             self.set_configuration.database.dsn,
-            tables,
+            lambda connection: catalog.set_shapes(connection, self.set_configuration),
             target.snapshot_sink(),
             on_exported,
         )
-        state = WorkerState("streaming", exported[0], start_offset)
+        state = begun[0].replace(phase="streaming")
         target.finish_snapshot(state)
         logger.info(
             "snapshot loaded: %d rows in %d table(s); streaming from offset %d",
@@ -154,17 +203,37 @@ class Worker:
         state: WorkerState,
         should_stop: Callable[[], bool],
         on_success: Callable[[], None] = lambda: None,
+        snapshots: IncrementalSnapshots | None = None,
+        desk: RequestDesk | None = None,
     ) -> WorkerState:
         """Apply micro-batches until ``should_stop()``; return the last stored state."""
         handoff = HandoffFilter(parse_txid_snapshot(state.snapshot))
         target = self.configuration.target
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
+            if not micro_batch.batches:
+                # Idle: take requests, start and finish incremental snapshot chunks.
+                state = self.state = self._duties(state, None, snapshots, desk)
+                on_success()
+                continue
             started = time.monotonic()
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
-            state = dataclasses.replace(state, position=batches[-1].position)
-            rows = target.apply(batches, state)
+            plan = plan_micro_batch(
+                batches,
+                state.tables,
+                state.broken,
+                can_alter_type=target.can_alter_type,
+                key_text=key_text,
+            )
+            self._report_broken(plan, state)
+            state = state.replace(
+                position=batches[-1].position, tables=plan.tables, broken=plan.broken
+            )
+            if snapshots is not None:
+                state = snapshots.with_tasks_of(plan, state)
+            rows = target.apply(plan, state)
             self.state = state
             on_success()
+            state = self.state = self._duties(state, plan, snapshots, desk)
             seconds = time.monotonic() - started
             mutations = sum(len(batch.mutations) for batch in batches)
             logger.info(
@@ -179,3 +248,44 @@ class Worker:
                 micro_batch.lag,
             )
         return state
+
+    @staticmethod
+    def _duties(
+        state: WorkerState,
+        plan: MicroBatchPlan | None,
+        snapshots: IncrementalSnapshots | None,
+        desk: RequestDesk | None,
+    ) -> WorkerState:
+        """Between micro-batches: new requests, then incremental snapshot chunks."""
+        if desk is not None:
+            state = desk.take(state)
+        if snapshots is not None:
+            state = snapshots.after(plan, state)
+        return state
+
+    def _report_broken(self, plan: MicroBatchPlan, state: WorkerState) -> None:
+        """A line per schema change; a loud one when a table's capture breaks or is repaired."""
+        for step in plan.steps:
+            if isinstance(step, SchemaStep) and not step.change.problem:
+                logger.info(
+                    "%s.%s: %s (%s)",
+                    step.change.schema,
+                    step.change.table,
+                    SchemaChange.Kind.Name(step.change.kind).lower(),
+                    step.change.command,
+                )
+            if isinstance(step, SchemaStep) and step.change.problem:
+                logger.error(
+                    "table %r.%r is no longer replicated: %s",
+                    step.change.schema,
+                    step.change.table,
+                    step.change.problem,
+                )
+        for name in set(state.broken) - set(plan.broken):
+            logger.warning("table %r.%r: capture follows the set again", *name)
+        if plan.skipped:
+            logger.warning(
+                "skipped %d mutation(s) of tables whose capture is broken: %s",
+                plan.skipped,
+                ", ".join(".".join(name) for name in plan.broken),
+            )

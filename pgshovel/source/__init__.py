@@ -7,6 +7,16 @@ tables only through ``Catalog`` and describe a captured table only as a
 """
 
 from pgshovel.source._catalog import UNKNOWN_TYPE, Catalog, TableInfo, captured_shape
+from pgshovel.source._chunks import (
+    BUCKETS,
+    Checksum,
+    Chunk,
+    bucket_expression,
+    checksum_query,
+    chunk_condition,
+    read_chunk,
+    sample_boundaries,
+)
 from pgshovel.source._connection import (
     TEXT_SETTINGS,
     connect,
@@ -16,7 +26,13 @@ from pgshovel.source._connection import (
     translating,
 )
 from pgshovel.source._node import NODE_TABLE, node_id, read_node_id
-from pgshovel.source._ranges import make_ranges, pick_boundaries, range_predicate
+from pgshovel.source._ranges import (
+    COLLATABLE,
+    key_columns,
+    make_ranges,
+    pick_boundaries,
+    range_predicate,
+)
 from pgshovel.source._schema_events import (
     ColumnFacts,
     Interpretation,
@@ -28,10 +44,14 @@ from pgshovel.source._schema_events import (
 from pgshovel.source._shape import Column, KeyRange, TableShape
 
 __all__ = [
+    "BUCKETS",
+    "COLLATABLE",
     "NODE_TABLE",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
     "Catalog",
+    "Checksum",
+    "Chunk",
     "Column",
     "ColumnFacts",
     "Interpretation",
@@ -39,18 +59,24 @@ __all__ = [
     "TableFacts",
     "TableInfo",
     "TableShape",
+    "bucket_expression",
     "captured_shape",
     "cast_is_exact",
+    "checksum_query",
+    "chunk_condition",
     "connect",
     "first_line",
     "interpret",
     "is_unavailable",
+    "key_columns",
     "make_ranges",
     "missing_value_text",
     "node_id",
     "pick_boundaries",
     "range_predicate",
+    "read_chunk",
     "read_node_id",
+    "sample_boundaries",
     "translate",
     "translating",
 ]

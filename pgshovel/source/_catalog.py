@@ -188,4 +188,6 @@ def captured_shape(
         columns = tuple(column for column in info.columns if column.name in wanted_columns)
     else:
         columns = info.columns
-    return TableShape(schema=table.schema, name=table.name, columns=columns, key=key)
+    return TableShape(
+        schema=table.schema, name=table.name, columns=columns, key=key, relation=info.oid
+    )

@@ -44,9 +44,36 @@ def _row(values: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(", ").join(values))
 
 
-def range_predicate(key_range: KeyRange) -> sql.Composable:
-    """A WHERE condition selecting the range's rows (``TRUE`` for an unbounded range)."""
-    columns = _row([sql.Identifier(name) for name in key_range.table.key])
+#: Key types whose order depends on a collation: compared byte by byte (``COLLATE "C"``)
+#: where two databases must agree on which rows a range holds.
+COLLATABLE = frozenset({"text", "varchar", "bpchar"})
+
+
+def key_columns(
+    table: TableShape, alias: str | None = None, byte_order: bool = False
+) -> list[sql.Composable]:
+    """The key columns as SQL, text ones in byte order when asked (every database agrees)."""
+    columns: list[sql.Composable] = []
+    for name in table.key:
+        identifier = sql.Identifier(alias, name) if alias else sql.Identifier(name)
+        column = table.column(name)
+        if byte_order and column is not None and column.type_name in COLLATABLE:
+            columns.append(sql.SQL('{} COLLATE "C"').format(identifier))
+        else:
+            columns.append(identifier)
+    return columns
+
+
+def range_predicate(
+    key_range: KeyRange, alias: str | None = None, byte_order: bool = False
+) -> sql.Composable:
+    """A WHERE condition selecting the range's rows (``TRUE`` for an unbounded range).
+
+    ``byte_order`` compares text keys in byte order, the same in every database
+    whatever its default collation (the incremental snapshots compare source and
+    target by range).
+    """
+    columns = _row(key_columns(key_range.table, alias, byte_order))
     conditions: list[sql.Composable] = []
     if key_range.lower is not None:
         lower = _row([sql.Literal(value) for value in key_range.lower])

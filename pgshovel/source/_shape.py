@@ -37,6 +37,8 @@ class TableShape:
     name: str
     columns: tuple[Column, ...]
     key: tuple[str, ...]
+    #: the table's oid in the source (survives a rename; 0 when not known)
+    relation: int = 0
 
     @property
     def qualified(self) -> str:

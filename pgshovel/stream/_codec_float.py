@@ -17,11 +17,14 @@ import functools
 import math
 import re
 
+import numpy
+
 _FLOAT_RE = re.compile(
     r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Infinity|NaN"
 )
 _MIN_POSITIONAL_EXPONENT = -4
 _MAX_POSITIONAL_EXPONENT = 15
+_MAX_FLOAT4_POSITIONAL_EXPONENT = 6
 _MAX_DIGITS = 17  # enough for any double
 _EXACT_INTEGERS = 2.0**53  # below it, neighbouring doubles are at most 1 apart
 
@@ -73,9 +76,9 @@ def _halfway(magnitude: float, digits: str, point: int) -> bool:
     return 2 * numerator * q * q2 == (p * q2 + p2 * q) * denominator
 
 
-def _layout(digits: str, point: int) -> str:
+def _layout(digits: str, point: int, maximum: int = _MAX_POSITIONAL_EXPONENT) -> str:
     exponent = point - 1
-    if not _MIN_POSITIONAL_EXPONENT <= exponent < _MAX_POSITIONAL_EXPONENT:
+    if not _MIN_POSITIONAL_EXPONENT <= exponent < maximum:
         rest = f".{digits[1:]}" if len(digits) > 1 else ""
         return f"{digits[0]}{rest}e{exponent:+03d}"
     if point <= 0:
@@ -103,3 +106,13 @@ def format_float(value: float) -> str:
             if not _halfway(magnitude, digits, point):
                 break
     return sign + _layout(digits, point)
+
+
+def format_float4(value: float) -> str:
+    """PostgreSQL's float4 text of a float4 value held in a double: the shortest decimal that
+    reads back as the same float4, positional when its exponent is within [-4, 6)."""
+    if math.isnan(value) or math.isinf(value) or value == 0.0:
+        return format_float(value)
+    single = numpy.float32(value)
+    digits, point = _digits(numpy.format_float_scientific(abs(single), unique=True, trim="-"))
+    return ("-" if value < 0 else "") + _layout(digits, point, _MAX_FLOAT4_POSITIONAL_EXPONENT)

@@ -1,4 +1,4 @@
-"""Committed batches, stream positions, and the state a consumer stores to resume exactly.
+"""What a validated stream yields: whole committed batches and the position after them.
 
 A ``StreamPosition`` is everything a consumer must store, together with what it
 applied, to resume exactly after the last batch it applied and to keep
@@ -9,7 +9,6 @@ publisher: its epoch must not be older).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from pgshovel.protocol import stream_pb2
 
@@ -49,25 +48,3 @@ class CommittedBatch:
     position: StreamPosition
     #: schema changes and watermarks, each after the first ``n`` mutations (``(n, operation)``)
     markers: tuple[Marker, ...] = ()
-
-
-Phase = Literal["snapshot", "streaming"]
-
-
-@dataclass(frozen=True)
-class WorkerState:
-    """What a consumer stores with the applied data to resume exactly.
-
-    ``snapshot`` is the loader's ``txid_current_snapshot()`` text, ``start_offset``
-    the topic offset noted before it was exported, ``position`` the last applied
-    batch (None until the first one).
-    """
-
-    phase: Phase
-    snapshot: str
-    start_offset: int
-    position: StreamPosition | None = None
-
-    @property
-    def next_offset(self) -> int:
-        return self.start_offset if self.position is None else self.position.offset + 1

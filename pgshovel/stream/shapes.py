@@ -7,7 +7,7 @@ from pgshovel.source import Column, TableShape
 
 
 def shape_to_proto(shape: TableShape, relation: int = 0) -> stream_pb2.TableShape:
-    """The protocol message of ``shape`` (``relation``: the table's oid in the source)."""
+    """The protocol message of ``shape`` (``relation``: the table's oid, if not the shape's)."""
     return stream_pb2.TableShape(
         schema=shape.schema,
         name=shape.name,
@@ -22,7 +22,7 @@ def shape_to_proto(shape: TableShape, relation: int = 0) -> stream_pb2.TableShap
             for column in shape.columns
         ],
         key=list(shape.key),
-        relation=relation,
+        relation=relation or shape.relation,
     )
 
 
@@ -42,4 +42,5 @@ def shape_from_proto(message: stream_pb2.TableShape) -> TableShape:
             for column in message.columns
         ),
         key=tuple(message.key),
+        relation=message.relation,
     )

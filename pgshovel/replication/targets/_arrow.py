@@ -1,49 +1,107 @@
-"""Protocol values to Arrow columns, without loss.
+"""Protocol values to typed Arrow columns, without loss; the mapping the Parquet target writes.
 
-Booleans, integers, floats (NaN and infinities included) and bytea become
-native Arrow types, read straight from the typed protocol ``Value``; every
-other type (numeric, dates, times, timestamps, intervals, uuid, json, arrays,
-network types, ...) is kept as its exact PostgreSQL text form in a string
-column, because Arrow cannot hold all of their values (numeric beyond 38
-digits or NaN, infinite or BC timestamps, month-and-day intervals): Spark reads
-them as strings and PostgreSQL parses them back to the identical value.
-Snapshot rows arrive as COPY text; they are decoded by the same codec the relay
-uses (``codec.to_value``), so both paths go through one conversion.
+| PostgreSQL | Arrow / Parquet | notes |
+|---|---|---|
+| bool | bool | |
+| int2, int4, int8, oid | int16, int32, int64, int64 | |
+| float4, float8 | float32, float64 | NaN and ±Infinity kept |
+| bytea | binary | |
+| numeric(p,s), p <= 38 | decimal128(p, s) | NaN cannot be held: an error names table and column |
+| numeric (no precision), p > 38 | string | the exact text ("NaN", "Infinity" included) |
+| date | date32 | infinity / -infinity: 2147483647 / -2147483648 days |
+| timestamp, timestamptz | timestamp(us), timestamp(us, UTC) | ±infinity: int64 max / min µs |
+| everything else (time, timetz, interval, uuid, json, arrays, ...) | string | exact text |
+
+(Spark cannot read Parquet's TIME type: times travel as their text.)
+
+Values are read straight from the typed ``Value`` of the stream; snapshot rows
+arrive as COPY text and are decoded first by the codec the relay uses
+(``codec.to_value``), so both paths go through one conversion. Arrow's
+timestamp range ends in 294247 AD and PostgreSQL's in 294276 AD: a value in
+between cannot be written and is an error naming the column.
 """
 
 from __future__ import annotations
 
+import decimal
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
 from pgshovel.source import Column, TableShape
 from pgshovel.stream import codec
 
 Value = stream_pb2.Value
 
+INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
+INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+_NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
+_FINITE = stream_pb2.FINITE
+_POSITIVE = stream_pb2.POSITIVE
+
 
 def _int(value: Value) -> int:
     return value.int64
 
 
-_NATIVE: dict[str, tuple[pa.DataType, Callable[[Value], Any]]] = {
-    "bool": (pa.bool_(), lambda value: value.bool),
-    "int2": (pa.int16(), _int),
-    "int4": (pa.int32(), _int),
-    "int8": (pa.int64(), _int),
-    "oid": (pa.int64(), _int),
-    "float4": (pa.float32(), lambda value: value.double),
-    "float8": (pa.float64(), lambda value: value.double),
-    "bytea": (pa.binary(), lambda value: value.bytes),
+def _float(value: Value) -> float:
+    return value.double
+
+
+def _date(value: Value) -> int:
+    date = value.date
+    if date.infinity == _FINITE:
+        return date.days
+    return INT32_MAX if date.infinity == _POSITIVE else INT32_MIN
+
+
+def _timestamp(value: Value) -> int:
+    timestamp = value.timestamp
+    if timestamp.infinity == _FINITE:
+        return timestamp.micros
+    return INT64_MAX if timestamp.infinity == _POSITIVE else INT64_MIN
+
+
+def _decimal(value: Value) -> decimal.Decimal:
+    number = decimal.Decimal(value.decimal)
+    if not number.is_finite():
+        raise ValueError(f"{value.decimal!r} cannot be held by a Parquet decimal")
+    return number
+
+
+_BY_KIND: dict[str, tuple[pa.DataType, str, Callable[[Value], Any]]] = {
+    "bool": (pa.bool_(), "bool", lambda value: value.bool),
+    "int2": (pa.int16(), "int64", _int),
+    "int4": (pa.int32(), "int64", _int),
+    "int8": (pa.int64(), "int64", _int),
+    "oid": (pa.int64(), "int64", _int),
+    "float4": (pa.float32(), "double", _float),
+    "float8": (pa.float64(), "double", _float),
+    "bytea": (pa.binary(), "bytes", lambda value: value.bytes),
+    "date": (pa.date32(), "date", _date),
+    "timestamp": (pa.timestamp("us"), "timestamp", _timestamp),
+    "timestamptz": (pa.timestamp("us", tz="UTC"), "timestamp", _timestamp),
 }
 
 
+def _decimal_type(column: Column) -> pa.DataType | None:
+    match = _NUMERIC.fullmatch(column.sql_type.replace(" ", ""))
+    if column.type_name != "numeric" or match is None:
+        return None
+    precision, scale = int(match.group(1)), int(match.group(2))
+    return pa.decimal128(precision, scale) if 0 < precision <= 38 else None
+
+
 def arrow_type(column: Column) -> pa.DataType:
-    native = _NATIVE.get(column.type_name)
-    return native[0] if native is not None else pa.string()
+    """The Arrow type a column is stored as (see the module's table)."""
+    native = _BY_KIND.get(column.type_name)
+    if native is not None:
+        return native[0]
+    return _decimal_type(column) or pa.string()
 
 
 def table_schema(table: TableShape) -> pa.Schema:
@@ -54,11 +112,25 @@ def table_schema(table: TableShape) -> pa.Schema:
 
 def arrow_value(column: Column, value: Value) -> Any:
     """The Python value Arrow stores for one protocol value of ``column`` (None for NULL)."""
-    if value.WhichOneof("kind") == "null":
+    kind = value.WhichOneof("kind")
+    if kind == "null":
         return None
-    native = _NATIVE.get(column.type_name)
-    if native is not None and value.WhichOneof("kind") != "other":
-        return native[1](value)
+    native = _BY_KIND.get(column.type_name)
+    try:
+        if native is not None and kind == native[1]:
+            return native[2](value)
+        if kind == "decimal" and _decimal_type(column) is not None:
+            return _decimal(value)
+    except ValueError as error:
+        raise CodecError(
+            f"column {column.name!r} ({column.sql_type}): {error}; make it an unconstrained "
+            "numeric (stored as exact text) or replicate to PostgreSQL"
+        ) from error
+    if native is not None and kind == "other":
+        raise CodecError(
+            f"column {column.name!r} ({column.sql_type}) holds {value.other.text!r}, beyond "
+            "what Arrow's timestamp can hold; replicate this table to PostgreSQL"
+        )
     return codec.to_text(value)
 
 
@@ -100,3 +172,22 @@ def to_struct_array(table: TableShape, rows: Sequence[Sequence[Any] | None]) -> 
         for row in rows
     ]
     return pa.array(values, type=struct)
+
+
+_PLAIN_TEXT = frozenset({"text", "varchar"})
+_WIDENING = {
+    pa.int16(): (pa.int32(), pa.int64()),
+    pa.int32(): (pa.int64(),),
+    pa.float32(): (pa.float64(),),
+}
+
+
+def converts_exactly(old: Column, new: Column) -> bool:
+    """Whether stored values of ``old``'s type turn into ``new``'s by an exact Arrow cast."""
+    before, after = arrow_type(old), arrow_type(new)
+    if before == after:
+        if not pa.types.is_string(after):
+            return True
+        # Stored as text: the same type (a new length limit), or between text and varchar.
+        return old.type_name == new.type_name or {old.type_name, new.type_name} <= _PLAIN_TEXT
+    return after in _WIDENING.get(before, ())

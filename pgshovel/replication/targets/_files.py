@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pgshovel.errors import AlreadyRunning
-from pgshovel.stream.batches import StreamPosition, WorkerState
+from pgshovel.stream.state import WorkerState, from_document, to_document
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -48,45 +48,12 @@ def remove(path: Path) -> None:
 
 
 def state_to_document(state: WorkerState, versions: dict[str, str]) -> dict[str, Any]:
-    position = state.position
-    return {
-        "phase": state.phase,
-        "snapshot": state.snapshot,
-        "start_offset": state.start_offset,
-        "position": None
-        if position is None
-        else {
-            "offset": position.offset,
-            "publisher": position.publisher.hex(),
-            "sequence": position.sequence,
-            "epoch": position.epoch,
-            "committed": [[node.hex(), batch] for node, batch in position.committed],
-        },
-        "versions": versions,
-    }
+    """The state file's document: the worker state and each table's current version."""
+    return {**to_document(state), "versions": versions}
 
 
 def state_from_document(document: dict[str, Any]) -> tuple[WorkerState, dict[str, str]]:
-    position = document.get("position")
-    return (
-        WorkerState(
-            phase=document["phase"],
-            snapshot=document["snapshot"],
-            start_offset=int(document["start_offset"]),
-            position=None
-            if position is None
-            else StreamPosition(
-                offset=int(position["offset"]),
-                publisher=bytes.fromhex(position["publisher"]),
-                sequence=int(position["sequence"]),
-                epoch=int(position["epoch"]),
-                committed=tuple(
-                    (bytes.fromhex(node), int(batch)) for node, batch in position["committed"]
-                ),
-            ),
-        ),
-        dict(document.get("versions") or {}),
-    )
+    return from_document(document), dict(document.get("versions") or {})
 
 
 def lock_directory(root: Path) -> IO[str]:

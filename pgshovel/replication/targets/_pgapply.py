@@ -34,16 +34,18 @@ def _columns(names: Sequence[str], prefix: str | None = None) -> sql.Composable:
 
 
 def create_table(cursor: Cursor, table: TableShape) -> None:
-    """Create the schema and table if missing, with the source's column types and key."""
+    """Create the schema and table if missing, with the source's column types and key.
+
+    Only the key is constrained (NOT NULL through the primary key): the source
+    enforces its own constraints, and the copy only ever receives rows that
+    satisfied them, so a copy never refuses a row or a schema change replayed
+    in a different order of steps.
+    """
     cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(table.schema)))
     # The types are format_type() output from the source catalog: SQL text that
     # PostgreSQL itself quoted, so it is passed through as SQL.
     definitions: list[sql.Composable] = [
-        sql.SQL("{} {}{}").format(
-            sql.Identifier(column.name),
-            sql.SQL(column.sql_type),
-            sql.SQL(" NOT NULL" if column.not_null else ""),
-        )
+        sql.SQL("{} {}").format(sql.Identifier(column.name), sql.SQL(column.sql_type))
         for column in table.columns
     ]
     if table.key:

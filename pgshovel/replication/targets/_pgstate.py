@@ -1,17 +1,22 @@
 """The worker's state table in a PostgreSQL target, written in the same transaction as the data.
 
 One row per (cluster, set) in ``pgshovel_replication.worker_state``: the phase,
-the loader's snapshot, the start offset and the last applied stream position.
-A session-level advisory lock on (cluster, set) keeps a second worker out.
+the loader's snapshot, the start offset, the last applied stream position, and
+(as JSON) the tables' shapes as of that position, the tables whose capture broke,
+and the incremental snapshots under way. A session-level advisory lock on
+(cluster, set) keeps a second worker out.
 """
 
 from __future__ import annotations
+
+import json
 
 from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.errors import AlreadyRunning
-from pgshovel.stream.batches import StreamPosition, WorkerState
+from pgshovel.stream.batches import StreamPosition
+from pgshovel.stream.state import WorkerState, from_document, to_document
 
 STATE_SCHEMA = "pgshovel_replication"
 STATE_TABLE = "worker_state"
@@ -56,9 +61,27 @@ ON CONFLICT (cluster, set_name) DO UPDATE SET
 ).format(_TABLE)
 
 
+# Added in 0.2; a state table from 0.1 gets them when the worker starts.
+_EXTEND = sql.SQL(
+    "ALTER TABLE {} ADD COLUMN IF NOT EXISTS tables jsonb NOT NULL DEFAULT '[]', "
+    "ADD COLUMN IF NOT EXISTS broken jsonb NOT NULL DEFAULT '[]', "
+    "ADD COLUMN IF NOT EXISTS tasks jsonb NOT NULL DEFAULT '[]'"
+).format(_TABLE)
+
+_SELECT_EXTENSION = sql.SQL(
+    "SELECT tables, broken, tasks FROM {} WHERE cluster = %s AND set_name = %s"
+).format(_TABLE)
+
+_UPDATE_EXTENSION = sql.SQL(
+    "UPDATE {} SET tables = %s::jsonb, broken = %s::jsonb, tasks = %s::jsonb "
+    "WHERE cluster = %s AND set_name = %s"
+).format(_TABLE)
+
+
 def create(cursor: Cursor) -> None:
     cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STATE_SCHEMA)))
     cursor.execute(_CREATE)
+    cursor.execute(_EXTEND)
 
 
 def lock(cursor: Cursor, cluster: str, set_name: str) -> None:
@@ -89,7 +112,19 @@ def read(cursor: Cursor, cluster: str, set_name: str) -> WorkerState | None:
                 (bytes(node), batch) for node, batch in zip(nodes, batches, strict=True)
             ),
         )
-    return WorkerState(phase=phase, snapshot=snapshot, start_offset=start_offset, position=position)
+    cursor.execute(_SELECT_EXTENSION, (cluster, set_name))
+    tables, broken, tasks = cursor.fetchone() or ([], [], [])
+    extension = from_document(
+        {
+            "phase": phase,
+            "snapshot": snapshot,
+            "start_offset": start_offset,
+            "tables": tables,
+            "broken": broken,
+            "tasks": tasks,
+        }
+    )
+    return extension.replace(position=position)
 
 
 def write(cursor: Cursor, cluster: str, set_name: str, state: WorkerState) -> None:
@@ -108,5 +143,16 @@ def write(cursor: Cursor, cluster: str, set_name: str, state: WorkerState) -> No
             None if position is None else position.epoch,
             [] if position is None else [node for node, _ in position.committed],
             [] if position is None else [batch for _, batch in position.committed],
+        ),
+    )
+    document = to_document(state)
+    cursor.execute(
+        _UPDATE_EXTENSION,
+        (
+            json.dumps(document["tables"]),
+            json.dumps(document["broken"]),
+            json.dumps(document["tasks"]),
+            cluster,
+            set_name,
         ),
     )

@@ -2,21 +2,30 @@
 
 Layout under ``path``::
 
-    _state.json                                  worker state and current versions
-    <schema>/<table>/changes/<offset>.parquet    change log, one file per micro-batch
-    <schema>/<table>/current/<version>/*.parquet current rows (version: snapshot, <offset>)
+    _state.json                                   worker state and current versions
+    <schema>/<table>/changes/<offset>-<step>.parquet   change log, per micro-batch step
+    <schema>/<table>/current/<version>/*.parquet  current rows (version: snapshot, <offset>-<step>)
 
 The change log has one row per mutation: the Kafka offset of its batch's
 Commit, the batch (node, id), the transaction, the operation, the mutation's
-position in the micro-batch, and the row before and after as typed structs.
-Commit order: the micro-batch's files are written first under deterministic
-names, then ``_state.json`` is atomically replaced; that replace is the commit.
-On start, files newer than the stored position and unreferenced versions are
-deleted, so a crash in between re-writes the same files and never duplicates.
-Readers (``read_changes`` / ``read_current``, or Spark on the listed paths)
-must go through ``_state.json``. The current state is rewritten per touched
-table and micro-batch (read, merge, write): fine for moderate tables; keyed
-tables only. Types: see ``_arrow``.
+position, the shape it has (``shape_version``, a hash of its columns and types),
+and the row before and after as typed structs. Commit order: a micro-batch's
+files are written first under deterministic names, then ``_state.json`` is
+atomically replaced; that replace is the commit. On start, files newer than the
+stored position and unreferenced versions are deleted, so a crash in between
+re-writes the same files and never duplicates. Readers (``read_changes`` /
+``read_current``, or Spark on the listed paths) must go through
+``_state.json``.
+
+Schema changes: the current state is rewritten with the new shape (renamed
+columns keep their values, added ones get the value existing rows got, a
+renamed table moves to its new directory); the change log's files keep the
+shape of their time, so Spark reads them with ``mergeSchema`` and
+``shape_version`` tells the shapes apart; the change log of a renamed table
+continues under its new name. A dropped table's current state is removed, its
+change log kept. The current state is rewritten per touched table and
+micro-batch (read, merge, write): fine for moderate tables; keyed tables only.
+Types: see ``_arrow``.
 """
 
 from __future__ import annotations
@@ -24,38 +33,30 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pgshovel.abc import CopyOut, SnapshotSink
+from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
 from pgshovel.errors import ConfigurationError, ProgrammingError
-from pgshovel.replication import catalog, copytext
-from pgshovel.replication.changes import reduce_changes
-from pgshovel.replication.mutations import Entry, group_by_table
-from pgshovel.replication.targets import _arrow, _files
+from pgshovel.protocol import stream_pb2
+from pgshovel.replication import copytext
+from pgshovel.replication.mutations import to_change
+from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
+from pgshovel.replication.targets import _parquet_tables as tables
 from pgshovel.settings import NonEmptyText
-from pgshovel.source import KeyRange, TableShape
-from pgshovel.stream.batches import CommittedBatch, WorkerState
-from pgshovel.stream.operations import OPERATION_NAMES
+from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
+from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
+from pgshovel.stream.state import WorkerState
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "_state.json"
 SNAPSHOT_VERSION = "snapshot"
-
-
-def table_directory(root: Path, schema: str, name: str) -> Path:
-    return root / schema / name
-
-
-def _offset_name(offset: int) -> str:
-    return f"{offset:020d}"
+table_directory = tables.table_directory
 
 
 @dataclass(frozen=True)
@@ -76,22 +77,31 @@ class ParquetSnapshotSink:
         return len(rows)
 
 
-def _change_log_schema(table: TableShape) -> pa.Schema:
-    row = pa.struct(list(_arrow.table_schema(table)))
-    return pa.schema(
-        [
-            pa.field("offset", pa.int64()),
-            pa.field("position", pa.int32()),
-            pa.field("node", pa.string()),
-            pa.field("batch_id", pa.int64()),
-            pa.field("transaction", pa.int64()),
-            pa.field("mutation_id", pa.int64()),
-            pa.field("operation", pa.string()),
-            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-            pa.field("before", row),
-            pa.field("after", row),
-        ]
-    )
+@dataclass(frozen=True)
+class ParquetChunkSink:
+    """Stages incremental snapshot chunks as files under ``_staging``."""
+
+    path: str
+
+    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+        buffer = io.BytesIO()
+        copy_out(buffer)
+        rows = [copytext.decode_line(line) for line in buffer.getvalue().decode().splitlines()]
+        target = _parquet_chunks.staged_rows_path(Path(self.path), attempt)
+        _files.write_parquet(_arrow.text_rows_to_arrow(table, rows), target)
+        return len(rows)
+
+    def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
+        _parquet_chunks.write_sums(Path(self.path), attempt, checksums)
+
+
+def _refuse_unkeyed(shapes: list[TableShape]) -> None:
+    unkeyed = [table.qualified for table in shapes if not table.key]
+    if unkeyed:
+        raise ConfigurationError(
+            f"parquet target: tables {unkeyed!r} have no key; the current-state table "
+            "needs one (declare key_columns in the set) or use the postgresql target"
+        )
 
 
 class ParquetTarget:
@@ -101,19 +111,11 @@ class ParquetTarget:
         self.path = path
         self.root = Path(path)
         self._lock: IO[str] | None = None
-        self._tables: list[TableShape] = []
         self._versions: dict[str, str] = {}
 
-    def open(self, cluster: str, set_name: str, tables: Sequence[TableShape]) -> WorkerState | None:
-        unkeyed = [table.qualified for table in tables if not table.key]
-        if unkeyed:
-            raise ConfigurationError(
-                f"parquet target: tables {unkeyed!r} have no key; the current-state table "
-                "needs one (declare key_columns in the set) or use the postgresql target"
-            )
+    def open(self, cluster: str, set_name: str) -> WorkerState | None:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = _files.lock_directory(self.root)
-        self._tables = list(tables)
         state_path = self.root / STATE_FILE
         if not state_path.exists():
             return None
@@ -124,19 +126,25 @@ class ParquetTarget:
     def _discard_uncommitted(self, state: WorkerState) -> None:
         """Delete what a crashed micro-batch wrote before its state was committed."""
         applied = -1 if state.position is None else state.position.offset
-        for table in self._tables:
-            directory = table_directory(self.root, table.schema, table.name)
-            for change_file in sorted((directory / "changes").glob("*.parquet")):
-                if int(change_file.stem) > applied:
-                    logger.info("removing uncommitted change log file %s", change_file)
-                    change_file.unlink()
-            current = self._versions.get(table.qualified)
-            for version in (directory / "current").glob("*"):
-                if version.name != current and state.phase == "streaming":
-                    _files.remove(version)
+        for schema_directory in self.root.iterdir():
+            if not schema_directory.is_dir():
+                continue
+            for directory in schema_directory.iterdir():
+                qualified = f"{schema_directory.name}.{directory.name}"
+                for change_file in sorted((directory / "changes").glob("*.parquet")):
+                    if tables.version_offset(change_file.stem) > applied:
+                        logger.info("removing uncommitted change log file %s", change_file)
+                        change_file.unlink()
+                if state.phase != "streaming":
+                    continue
+                current = self._versions.get(qualified)
+                for version in (directory / "current").glob("*"):
+                    if version.name != current:
+                        _files.remove(version)
 
     def begin_snapshot(self, state: WorkerState) -> None:
-        for table in self._tables:
+        _refuse_unkeyed(list(state.tables))
+        for table in state.tables:
             directory = table_directory(self.root, table.schema, table.name)
             _files.remove(directory / "current")
             _files.remove(directory / "changes")
@@ -147,107 +155,127 @@ class ParquetTarget:
         return ParquetSnapshotSink(self.path)
 
     def finish_snapshot(self, state: WorkerState) -> None:
-        self._versions = {table.qualified: SNAPSHOT_VERSION for table in self._tables}
-        for table in self._tables:
+        self._versions = {table.qualified: SNAPSHOT_VERSION for table in state.tables}
+        for table in state.tables:
             directory = table_directory(self.root, table.schema, table.name) / "current"
             if not any(directory.glob(f"{SNAPSHOT_VERSION}/*.parquet")):
-                empty = _arrow.to_arrow(table, [])
-                _files.write_parquet(empty, directory / SNAPSHOT_VERSION / "part-00000.parquet")
+                tables.write_rows(
+                    self.root, table, SNAPSHOT_VERSION, _arrow.table_schema(table).empty_table()
+                )
         _files.write_json(_files.state_to_document(state, self._versions), self.root / STATE_FILE)
 
-    def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
+    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
         if state.position is None:
             raise ProgrammingError("parquet target: apply needs a stream position")
         offset = state.position.offset
-        grouped = group_by_table(batches, catalog.by_name(self._tables), _arrow.arrow_value)
         versions = dict(self._versions)
+        recopy = {table.identity for table, _ in plan.recopy}
         rows = 0
-        for table in self._tables:
-            entries = grouped.get(table.identity)
-            if not entries:
-                continue
-            directory = table_directory(self.root, table.schema, table.name)
-            self._write_change_log(table, entries, directory, offset)
-            changes = [change for _, _, change in entries]
-            versions[table.qualified] = self._write_current(table, changes, directory, offset)
-            rows += len(changes)
+        for number, step in enumerate(plan.steps):
+            name = tables.version_name(offset, number)
+            if isinstance(step, Segment):
+                rows += self._apply_segment(step, versions, name)
+            else:
+                self._apply_schema(step, versions, name, recopy)
         _files.write_json(_files.state_to_document(state, versions), self.root / STATE_FILE)
-        superseded = {
-            table: version
-            for table, version in self._versions.items()
-            if versions.get(table) != version
-        }
-        self._versions = versions
-        for table in self._tables:
-            if table.qualified in superseded:
-                old = table_directory(self.root, table.schema, table.name) / "current"
-                _files.remove(old / superseded[table.qualified])
+        self._forget_superseded(versions)
         return rows
+
+    def _apply_segment(self, segment: Segment, versions: dict[str, str], name: str) -> int:
+        rows = 0
+        for run in segment.runs:
+            table = run.table
+            changes = [
+                to_change(mutation, table, _arrow.arrow_value) for _, mutation in run.entries
+            ]
+            tables.write_change_log(self.root, table, run.entries, changes, name)
+            current = tables.read_rows(self.root, table, versions[table.qualified])
+            tables.write_rows(self.root, table, name, tables.merge(current, table, changes))
+            versions[table.qualified] = name
+            rows += len(changes)
+        return rows
+
+    def _apply_schema(
+        self, step: SchemaStep, versions: dict[str, str], name: str, recopy: set[tuple[str, str]]
+    ) -> None:
+        before, after = step.before, step.after
+        if after is None:
+            if before is not None and step.change.kind == stream_pb2.SchemaChange.DROP:
+                versions.pop(before.qualified, None)
+            return
+        _refuse_unkeyed([after])
+        if before is None:
+            rows = _arrow.table_schema(after).empty_table()
+        else:
+            defaults = {column.name: column.value for column in step.change.added_defaults}
+            current = tables.read_rows(self.root, before, versions[before.qualified])
+            rows = tables.evolve(current, before, after, defaults)
+            versions.pop(before.qualified, None)
+        tables.write_rows(self.root, after, name, rows)
+        versions[after.qualified] = name
+        if after.identity in recopy:
+            logger.info("%s will be copied again from the source", after.qualified)
+
+    def _forget_superseded(self, versions: dict[str, str]) -> None:
+        """After the commit: remove versions nothing refers to any more."""
+        for qualified, version in self._versions.items():
+            if versions.get(qualified) == version:
+                continue
+            schema, _, table = qualified.partition(".")
+            directory = table_directory(self.root, schema, table) / "current"
+            _files.remove(directory / version)
+        self._versions = versions
+
+    def can_alter_type(self, old: Column, new: Column) -> bool:
+        return _arrow.converts_exactly(old, new)
+
+    def can_filter(self) -> bool:
+        return False  # a --where condition is SQL: Parquet files cannot evaluate it
+
+    def chunk_sink(self) -> ChunkSink:
+        return ParquetChunkSink(self.path)
+
+    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+        if chunk.where:
+            raise ConfigurationError(
+                "parquet target: a re-snapshot with --where needs the postgresql target"
+            )
+        table = chunk.key_range.table
+        current = tables.read_rows(self.root, table, self._versions[table.qualified])
+        staged = _parquet_chunks.read_staged(self.root, chunk.attempt, table)
+        merged = _parquet_chunks.merge(current, staged, chunk, changed)
+        name = f"{chunk.attempt}"
+        tables.write_rows(self.root, table, name, merged)
+        versions = {**self._versions, table.qualified: name}
+        _files.write_json(_files.state_to_document(state, versions), self.root / STATE_FILE)
+        self._forget_superseded(versions)
+        self.drop_staging([chunk.attempt])
+        return int(staged.num_rows)
+
+    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+        table = chunk.key_range.table
+        current = tables.read_rows(self.root, table, self._versions[table.qualified])
+        source = _parquet_chunks.read_sums(self.root, chunk.attempt)
+        result = _parquet_chunks.compare(current, chunk, changed, source)
+        self.drop_staging([chunk.attempt])
+        return result
+
+    def store_state(self, state: WorkerState) -> None:
+        _files.write_json(_files.state_to_document(state, self._versions), self.root / STATE_FILE)
+
+    def drop_staging(self, attempts: Collection[str] | None = None) -> None:
+        directory = self.root / _parquet_chunks.STAGING
+        if attempts is None:
+            _files.remove(directory)
+            return
+        for attempt in attempts:
+            _files.remove(_parquet_chunks.staged_rows_path(self.root, attempt))
+            _files.remove(_parquet_chunks.staged_sums_path(self.root, attempt))
 
     def close(self) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
-
-    def _write_change_log(
-        self, table: TableShape, entries: Sequence[Entry], directory: Path, offset: int
-    ) -> None:
-        schema = _change_log_schema(table)
-        columns = [
-            pa.array([batch.position.offset for batch, _, _ in entries], pa.int64()),
-            pa.array(list(range(len(entries))), pa.int32()),
-            pa.array([batch.node.hex() for batch, _, _ in entries], pa.string()),
-            pa.array([batch.batch_id for batch, _, _ in entries], pa.int64()),
-            pa.array([mutation.transaction for _, mutation, _ in entries], pa.int64()),
-            pa.array([mutation.id for _, mutation, _ in entries], pa.int64()),
-            pa.array([OPERATION_NAMES[mutation.operation] for _, mutation, _ in entries]),
-            pa.array(
-                [mutation.timestamp for _, mutation, _ in entries], pa.timestamp("us", tz="UTC")
-            ),
-            _arrow.to_struct_array(table, [change.old for _, _, change in entries]),
-            _arrow.to_struct_array(table, [change.new for _, _, change in entries]),
-        ]
-        log = pa.Table.from_arrays(columns, schema=schema)
-        _files.write_parquet(log, directory / "changes" / f"{_offset_name(offset)}.parquet")
-
-    def _write_current(
-        self, table: TableShape, changes: Sequence[Any], directory: Path, offset: int
-    ) -> str:
-        effect = reduce_changes(changes, table.key_positions)
-        schema = _arrow.table_schema(table)
-        current = self._versions.get(table.qualified, SNAPSHOT_VERSION)
-        if effect.truncate:
-            rows = schema.empty_table()
-        else:
-            rows = pq.read_table(directory / "current" / current, schema=schema)
-        if effect.rows:
-            touched = _arrow.to_arrow(
-                table,
-                [
-                    tuple(
-                        key[table.key.index(column.name)] if column.name in table.key else None
-                        for column in table.columns
-                    )
-                    for key in effect.rows
-                ],
-            ).select(list(table.key))
-            if rows.num_rows:
-                keep = pc.invert(_is_in_keys(rows, touched, table.key))
-                rows = rows.filter(keep)
-            upserts = _arrow.to_arrow(table, effect.upserts)
-            rows = pa.concat_tables([rows, upserts])
-        version = _offset_name(offset)
-        _files.write_parquet(rows, directory / "current" / version / "part-00000.parquet")
-        return version
-
-
-def _is_in_keys(rows: pa.Table, keys: pa.Table, key: Sequence[str]) -> pa.Array:
-    """Which rows' keys appear in ``keys`` (composite keys compared as tuples)."""
-    if len(key) == 1:
-        return pc.is_in(rows.column(key[0]), value_set=keys.column(key[0]))
-    wanted = set(zip(*(keys.column(name).to_pylist() for name in key), strict=True))
-    present = zip(*(rows.column(name).to_pylist() for name in key), strict=True)
-    return pa.array([candidate in wanted for candidate in present], pa.bool_())
 
 
 def _state(path: str) -> tuple[WorkerState, dict[str, str]]:
@@ -271,7 +299,24 @@ def change_files(path: str, schema: str, table: str) -> list[str]:
     state, _ = _state(path)
     applied = -1 if state.position is None else state.position.offset
     directory = table_directory(Path(path), schema, table) / "changes"
-    return [str(file) for file in sorted(directory.glob("*.parquet")) if int(file.stem) <= applied]
+    return [
+        str(file)
+        for file in sorted(directory.glob("*.parquet"))
+        if tables.version_offset(file.stem) <= applied
+    ]
+
+
+def read_current_text(path: str, schema: str, table: str) -> list[tuple[str | None, ...]]:
+    """The current rows of ``schema.table``, every value as PostgreSQL's text (pyarrow, no
+    Spark): exactly what ``COPY ... TO STDOUT`` prints on the source, for comparisons."""
+    state, _ = _state(path)
+    shape = state.table(schema, table)
+    if shape is None:
+        raise ConfigurationError(f"{path} does not replicate {schema!r}.{table!r}")
+    rows = pq.read_table(current_path(path, schema, table), schema=_arrow.table_schema(shape))
+    return [
+        tuple(_parquet_chunks.texts(shape, row)) for row in _parquet_chunks.rows_as_python(rows)
+    ]
 
 
 def read_current(spark: Any, path: str, schema: str, table: str) -> Any:
@@ -280,6 +325,9 @@ def read_current(spark: Any, path: str, schema: str, table: str) -> Any:
 
 
 def read_changes(spark: Any, path: str, schema: str, table: str) -> Any:
-    """The change log of ``schema.table`` as a Spark DataFrame (may be empty: None)."""
+    """The change log of ``schema.table`` as a Spark DataFrame (None when empty).
+
+    Files written before and after a schema change have different columns:
+    they are read with ``mergeSchema``."""
     files = change_files(path, schema, table)
-    return spark.read.parquet(*files) if files else None
+    return spark.read.option("mergeSchema", "true").parquet(*files) if files else None

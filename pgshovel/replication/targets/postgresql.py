@@ -13,22 +13,35 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
+from psycopg2.extensions import cursor as Cursor
 
-from pgshovel.abc import CopyOut, SnapshotSink
+from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.errors import DatabaseError, PgshovelError, ProgrammingError
-from pgshovel.replication import catalog
-from pgshovel.replication.mutations import group_by_table
-from pgshovel.replication.targets import _pgapply, _pgstate
+from pgshovel.protocol import stream_pb2
+from pgshovel.replication.incremental import attempt_prefix
+from pgshovel.replication.mutations import to_change
+from pgshovel.replication.targets import _pgapply, _pgchunks, _pgschema, _pgstate
 from pgshovel.settings import NonEmptyText
-from pgshovel.source import KeyRange, TableShape, connect, translating
-from pgshovel.stream.batches import CommittedBatch, WorkerState
+from pgshovel.source import (
+    Checksum,
+    Chunk,
+    Column,
+    KeyRange,
+    TableShape,
+    cast_is_exact,
+    connect,
+    translating,
+)
+from pgshovel.stream import codec
+from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
+from pgshovel.stream.state import WorkerState
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +62,40 @@ class PostgresSnapshotSink:
             connection.close()
 
 
-def _pipe_range(connection: Connection, table: TableShape, copy_out: CopyOut) -> int:
+@dataclass(frozen=True)
+class PostgresChunkSink:
+    """Stages incremental snapshot chunks in unlogged tables of the target."""
+
+    dsn: str
+
+    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+        connection = connect(self.dsn, "pgshovel-replicate chunk")
+        try:
+            with translating(f"staging a chunk of {table.qualified!r}"):
+                with connection.cursor() as cursor:
+                    _pgchunks.create_staging(cursor, attempt, table)
+                return _pipe_range(
+                    connection, table, copy_out, _pgchunks.copy_into_staging(attempt, table)
+                )
+        finally:
+            connection.close()
+
+    def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
+        connection = connect(self.dsn, "pgshovel-replicate chunk")
+        try:
+            with translating("staging checksums"), connection.cursor() as cursor:
+                _pgchunks.stage_checksums(cursor, attempt, checksums)
+                connection.commit()
+        finally:
+            connection.close()
+
+
+def _pipe_range(
+    connection: Connection,
+    table: TableShape,
+    copy_out: CopyOut,
+    copy_in: sql.Composable | None = None,
+) -> int:
     read_fd, write_fd = os.pipe()
     failure: list[BaseException] = []
 
@@ -62,7 +108,7 @@ def _pipe_range(connection: Connection, table: TableShape, copy_out: CopyOut) ->
 
     producer = threading.Thread(target=produce, name=f"copy-out {table.qualified}")
     producer.start()
-    copy_in = sql.SQL("COPY {} ({}) FROM STDIN").format(
+    copy_in = copy_in or sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table.schema, table.name),
         sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
     )
@@ -89,7 +135,6 @@ class PostgresTarget:
     def __init__(self, dsn: NonEmptyText) -> None:
         self.dsn = dsn
         self._connection: Connection | None = None
-        self._tables: list[TableShape] = []
         self._cluster = ""
         self._set_name = ""
 
@@ -102,15 +147,13 @@ class PostgresTarget:
             raise ProgrammingError("postgresql target is not open; call open() first")
         return self._connection
 
-    def open(self, cluster: str, set_name: str, tables: Sequence[TableShape]) -> WorkerState | None:
-        self._cluster, self._set_name, self._tables = cluster, set_name, list(tables)
+    def open(self, cluster: str, set_name: str) -> WorkerState | None:
+        self._cluster, self._set_name = cluster, set_name
         self._connection = connect(self.dsn, "pgshovel-replicate target")
         try:
             with translating("preparing the postgresql target"), self.connection.cursor() as cursor:
                 _pgstate.lock(cursor, cluster, set_name)
                 _pgstate.create(cursor)
-                for table in tables:
-                    _pgapply.create_table(cursor, table)
                 state = _pgstate.read(cursor, cluster, set_name)
                 self.connection.commit()
         except BaseException:
@@ -120,8 +163,9 @@ class PostgresTarget:
 
     def begin_snapshot(self, state: WorkerState) -> None:
         with translating("starting a snapshot load"), self.connection.cursor() as cursor:
-            for table in self._tables:
-                _pgapply.truncate(cursor, table)
+            for table in state.tables:
+                _pgschema.drop_table(cursor, table)
+                _pgapply.create_table(cursor, table)
             _pgstate.write(cursor, self._cluster, self._set_name, state)
             self.connection.commit()
 
@@ -130,37 +174,114 @@ class PostgresTarget:
 
     def finish_snapshot(self, state: WorkerState) -> None:
         with translating("finishing a snapshot load"), self.connection.cursor() as cursor:
-            for table in self._tables:
+            for table in state.tables:
                 cursor.execute(
                     sql.SQL("ANALYZE {}").format(sql.Identifier(table.schema, table.name))
                 )
             _pgstate.write(cursor, self._cluster, self._set_name, state)
             self.connection.commit()
 
-    def apply(self, batches: Sequence[CommittedBatch], state: WorkerState) -> int:
-        first = batches[0].position.offset if batches else None
-        doing = (
-            f"applying {len(batches)!r} batch(es) from offset {first!r} to the postgresql target"
-        )
+    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
+        first = plan.batches[0].batch.position.offset if plan.batches else None
+        doing = f"applying {len(plan.batches)!r} batch(es) from offset {first!r} to the target"
+        recopy = {table.identity for table, _ in plan.recopy}
         rows = 0
         try:
             with translating(doing + " (rolled back)"), self.connection.cursor() as cursor:
-                grouped = group_by_table(batches, catalog.by_name(self._tables))
-                for table in self._tables:
-                    entries = grouped.get(table.identity)
-                    if not entries:
-                        continue
-                    changes = [change for _, _, change in entries]
-                    if table.key:
-                        rows += _pgapply.apply_keyed(cursor, table, changes, STAGING_TABLE)
+                for step in plan.steps:
+                    if isinstance(step, Segment):
+                        rows += self._apply_segment(cursor, step)
                     else:
-                        rows += _pgapply.apply_unkeyed(cursor, table, changes)
+                        self._apply_schema(cursor, step, recopy)
                 _pgstate.write(cursor, self._cluster, self._set_name, state)
                 self.connection.commit()
         except BaseException:
             self._roll_back()
             raise
         return rows
+
+    def _apply_segment(self, cursor: Cursor, segment: Segment) -> int:
+        rows = 0
+        for run in segment.runs:
+            changes = [to_change(mutation, run.table) for _, mutation in run.entries]
+            if run.table.key:
+                rows += _pgapply.apply_keyed(cursor, run.table, changes, STAGING_TABLE)
+            else:
+                rows += _pgapply.apply_unkeyed(cursor, run.table, changes)
+        return rows
+
+    def _apply_schema(self, cursor: Cursor, step: SchemaStep, recopy: set[tuple[str, str]]) -> None:
+        change, before, after = step.change, step.before, step.after
+        if after is None:
+            if before is not None and change.kind == stream_pb2.SchemaChange.DROP:
+                _pgschema.drop_table(cursor, before)
+            # REMOVE (left the set) and a broken capture keep the table as it is.
+            return
+        if before is None:
+            # New to the copy: whatever an earlier life of the table left is replaced.
+            _pgschema.drop_table(cursor, after)
+            _pgapply.create_table(cursor, after)
+            return
+        current = _pgschema.rename_table(cursor, before, after)
+        defaults = {column.name: codec.to_text(column.value) for column in change.added_defaults}
+        _pgschema.alter_columns(cursor, current, after, defaults, after.identity in recopy)
+
+    def can_alter_type(self, old: Column, new: Column) -> bool:
+        return cast_is_exact(old, new)
+
+    def can_filter(self) -> bool:
+        return True
+
+    def chunk_sink(self) -> ChunkSink:
+        return PostgresChunkSink(self.dsn)
+
+    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+        table = chunk.key_range.table
+        try:
+            with translating(f"merging a chunk of {table.qualified!r}"):
+                with self.connection.cursor() as cursor:
+                    rows = _pgchunks.merge(cursor, chunk, changed)
+                    _pgchunks.drop(cursor, [chunk.attempt])
+                    _pgstate.write(cursor, self._cluster, self._set_name, state)
+                self.connection.commit()
+        except BaseException:
+            self._roll_back()
+            raise
+        return rows
+
+    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+        table = chunk.key_range.table
+        try:
+            with translating(f"comparing a chunk of {table.qualified!r}"):
+                with self.connection.cursor() as cursor:
+                    result = _pgchunks.compare(cursor, chunk, changed)
+                    _pgchunks.drop(cursor, [chunk.attempt])
+                self.connection.commit()
+        except BaseException:
+            self._roll_back()
+            raise
+        return result
+
+    def store_state(self, state: WorkerState) -> None:
+        try:
+            with translating("storing the worker state"), self.connection.cursor() as cursor:
+                _pgstate.write(cursor, self._cluster, self._set_name, state)
+                self.connection.commit()
+        except BaseException:
+            self._roll_back()
+            raise
+
+    def drop_staging(self, attempts: Collection[str] | None = None) -> None:
+        prefix = attempt_prefix(self._cluster, self._set_name)
+        try:
+            with translating("removing staged chunks"), self.connection.cursor() as cursor:
+                _pgchunks.drop(
+                    cursor, _pgchunks.leftovers(cursor, prefix) if attempts is None else attempts
+                )
+                self.connection.commit()
+        except BaseException:
+            self._roll_back()
+            raise
 
     def _roll_back(self) -> None:
         connection = self._connection

@@ -52,8 +52,9 @@ class Scenario:
         rows: int,
         bulk_rows: int,
         seed: int,
+        arrow_safe: bool = False,
     ) -> None:
-        create_source(self.source, rows=rows, bulk_rows=bulk_rows, seed=seed)
+        create_source(self.source, rows=rows, bulk_rows=bulk_rows, seed=seed, arrow_safe=arrow_safe)
         install(zookeeper, self.cluster, self.source, [table.set_entry() for table in tables])
 
     def start_relay(self) -> RelayProcess:

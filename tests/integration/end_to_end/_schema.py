@@ -119,15 +119,23 @@ MATRIX_VALUES: dict[str, tuple[str | None, ...]] = {
 MATRIX_COLUMNS = tuple(MATRIX_VALUES)
 
 
-def matrix_value(rng: random.Random, column: str) -> str | None:
+#: The one value of the pool Arrow (and so a Parquet target) cannot hold: Arrow's
+#: timestamps end in 294247 AD, PostgreSQL's in 294276 AD.
+BEYOND_ARROW = "294276-12-31 23:59:59.999999"
+
+
+def matrix_value(rng: random.Random, column: str, arrow_safe: bool = False) -> str | None:
     """A value of the column's pool, NULL one time in eight."""
     if rng.random() < 0.125:
         return None
-    return rng.choice(MATRIX_VALUES[column])
+    pool = MATRIX_VALUES[column]
+    if arrow_safe:
+        pool = tuple(value for value in pool if value != BEYOND_ARROW)
+    return rng.choice(pool)
 
 
-def matrix_row(rng: random.Random, key: int) -> tuple[object, ...]:
-    return (key, *(matrix_value(rng, column) for column in MATRIX_COLUMNS))
+def matrix_row(rng: random.Random, key: int, arrow_safe: bool = False) -> tuple[object, ...]:
+    return (key, *(matrix_value(rng, column, arrow_safe) for column in MATRIX_COLUMNS))
 
 
 def odd_row(rng: random.Random, key: int) -> tuple[object, ...]:
@@ -143,7 +151,7 @@ def create_types(dsn: str) -> None:
     _run(dsn, [sql.SQL(TYPES_DDL)])
 
 
-def create_source(dsn: str, rows: int, bulk_rows: int, seed: int) -> None:
+def create_source(dsn: str, rows: int, bulk_rows: int, seed: int, arrow_safe: bool = False) -> None:
     """Create the types and tables on the source and fill them (``rows`` per small table)."""
     rng = random.Random(seed)
     names = {
@@ -162,7 +170,7 @@ def create_source(dsn: str, rows: int, bulk_rows: int, seed: int) -> None:
             PAIRS,
             [pairs_row(rng, REGIONS[n % len(REGIONS)], n) for n in range(1, rows + 1)],
         )
-        _insert(cursor, MATRIX, [matrix_row(rng, key) for key in range(1, rows + 1)])
+        _insert(cursor, MATRIX, [matrix_row(rng, key, arrow_safe) for key in range(1, rows + 1)])
         cursor.execute(
             sql.SQL(
                 "INSERT INTO {} SELECT i, repeat('b', 80) || i, i %% 1000 "

@@ -62,8 +62,11 @@ class Workload:
     ``inserts``, ``updates``, ``key changes`` and ``deletes`` (rolled-back ones too).
     """
 
-    def __init__(self, dsn: str, threads: int, seed: int, pause: float = 0.004) -> None:
+    def __init__(
+        self, dsn: str, threads: int, seed: int, pause: float = 0.004, arrow_safe: bool = False
+    ) -> None:
         self.dsn = dsn
+        self.arrow_safe = arrow_safe
         self.pause = pause
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -174,7 +177,7 @@ class Workload:
             elif table is PAIRS:
                 row = pairs_row(rng, rng.choice(REGIONS), key())
             else:
-                row = matrix_row(rng, key())
+                row = matrix_row(rng, key(), self.arrow_safe)
             self._insert(cursor, table, row)
             self._count("inserts")
         elif choice < 0.7:
@@ -208,13 +211,13 @@ class Workload:
             row,
         )
 
-    @staticmethod
-    def _assignments(table: Table, rng: random.Random) -> sql.Composable:
+    def _assignments(self, table: Table, rng: random.Random) -> sql.Composable:
         if table is MATRIX:
             columns = rng.sample(MATRIX_COLUMNS, rng.randint(1, 4))
             return sql.SQL(", ").join(
                 sql.SQL("{} = {}").format(
-                    sql.Identifier(column), sql.Literal(matrix_value(rng, column))
+                    sql.Identifier(column),
+                    sql.Literal(matrix_value(rng, column, self.arrow_safe)),
                 )
                 for column in columns
             )

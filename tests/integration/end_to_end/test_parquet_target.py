@@ -24,8 +24,7 @@ from psycopg2 import sql
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication import catalog
 from pgshovel.replication.copytext import decode_line
-from pgshovel.replication.targets import _arrow
-from pgshovel.replication.targets.parquet import change_files, current_path
+from pgshovel.replication.targets.parquet import change_files, read_current_text
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape, connect
 from tests.integration.relay._relay import read_topic, validated
@@ -67,7 +66,7 @@ def keyed(shape: TableShape, rows: list[dict[str, Any]]) -> dict[tuple[Any, ...]
 
 
 def source_rows(dsn: str, shape: TableShape) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    """The source rows typed as the Parquet target types them (COPY text, as the loader reads)."""
+    """The source rows as PostgreSQL prints them (COPY text), by key."""
     buffer = io.BytesIO()
     connection = connect(dsn, "pgshovel-tests")
     try:
@@ -80,12 +79,13 @@ def source_rows(dsn: str, shape: TableShape) -> dict[tuple[Any, ...], tuple[Any,
     finally:
         connection.close()
     rows = [decode_line(line) for line in buffer.getvalue().decode().splitlines()]
-    return keyed(shape, _arrow.text_rows_to_arrow(shape, rows).to_pylist())
+    return keyed(shape, [dict(zip(shape.column_names, row, strict=True)) for row in rows])
 
 
 def current_rows(path: Path, shape: TableShape) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    directory = current_path(str(path), shape.schema, shape.name)
-    return keyed(shape, pq.read_table(directory, schema=_arrow.table_schema(shape)).to_pylist())
+    """The Parquet target's current rows, every value as PostgreSQL's text, by key."""
+    rows = read_current_text(str(path), shape.schema, shape.name)
+    return keyed(shape, [dict(zip(shape.column_names, row, strict=True)) for row in rows])
 
 
 def change_log(path: Path, table: Table) -> pa.Table | None:
@@ -112,7 +112,8 @@ def test_parquet_current_state_and_change_log_under_concurrent_writes(
     source = make_database("source")
     output = tmp_path / "parquet"
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
-    run.prepare(zookeeper, TABLES, rows=1000, bulk_rows=0, seed=2)
+    # A Parquet target cannot hold timestamps past 294247 AD (Arrow's limit): none here.
+    run.prepare(zookeeper, TABLES, rows=1000, bulk_rows=0, seed=2, arrow_safe=True)
     relay = run.start_relay()
     configuration = write_replication_yml(
         tmp_path / "replication.yml",
@@ -127,7 +128,7 @@ def test_parquet_current_state_and_change_log_under_concurrent_writes(
     def state() -> tuple[str, int | None]:
         return parquet_state(output) or ("", None)
 
-    workload = Workload(source, threads=3, seed=2)
+    workload = Workload(source, threads=3, seed=2, arrow_safe=True)
     workload.start()
     try:
         workload.wait_committed(30)

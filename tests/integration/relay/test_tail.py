@@ -57,6 +57,10 @@ def test_tail_prints_committed_mutations(
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
+    announcement, *lines = lines
+    assert (announcement["operation"], announcement["kind"]) == ("SCHEMA", "ANNOUNCE")
+    assert announcement["columns"][0] == {"name": "id", "type": "integer", "not_null": True}
+    assert announcement["key"] == ["id"]
     assert [(line["operation"], line["table"]) for line in lines] == [
         ("INSERT", "items"),
         ("INSERT", "items"),

@@ -23,6 +23,7 @@ def spark() -> Iterator[Any]:
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "2",
                 "spark.default.parallelism": "2",
+                "spark.sql.session.timeZone": "UTC",
             },
         )
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,12 @@ from psycopg2 import sql
 
 from pgshovel.replication import catalog
 from pgshovel.replication.copytext import decode_line
-from pgshovel.replication.targets import _arrow
 from pgshovel.replication.targets.parquet import read_changes, read_current
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import connect
 from pgshovel.stream.publisher import Publisher
 
+from ._parquet_read import spark_texts
 from ._process import WorkerProcess, wait_for, write_replication_yml
 from ._recording import RecordingSource
 from ._support import ODD_SCHEMA, ODD_TABLE, create_type_matrix, ensure_topic, execute, publish
@@ -31,18 +30,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 MATRIX = (ODD_SCHEMA, ODD_TABLE)
 
 
-def comparable(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    return value
-
-
-def source_rows(dsn: str, schema: str, table: str) -> list[tuple[Any, ...]]:
-    """The source rows as the Parquet target types them, sorted."""
+def source_rows(dsn: str, schema: str, table: str) -> list[tuple[str | None, ...]]:
+    """The source rows as PostgreSQL prints them (COPY text), sorted."""
     connection = connect(dsn, "pgshovel-tests")
     configuration = make_set(dsn, [(schema, table)])
     shape = catalog.set_shapes(connection, configuration)[0]
-    # COPY writes each type's output function text, as the loader reads it.
     buffer = io.BytesIO()
     with connection.cursor() as cursor:
         cursor.copy_expert(
@@ -54,17 +46,15 @@ def source_rows(dsn: str, schema: str, table: str) -> list[tuple[Any, ...]]:
             .as_string(cursor),
             buffer,
         )
-    rows = [decode_line(line) for line in buffer.getvalue().decode().splitlines()]
     connection.close()
-    typed = _arrow.text_rows_to_arrow(shape, rows).to_pylist()
+    return sorted((decode_line(line) for line in buffer.getvalue().decode().splitlines()), key=repr)
+
+
+def spark_rows(spark: Any, path: str, schema: str, table: str) -> list[tuple[str | None, ...]]:
+    """The current rows read back with Spark, every value as PostgreSQL's text, sorted."""
     return sorted(
-        (tuple(comparable(row[name]) for name in shape.column_names) for row in typed), key=repr
+        spark_texts(spark, read_current(spark, path, schema, table), path, schema, table), key=repr
     )
-
-
-def spark_rows(spark: Any, path: str, schema: str, table: str) -> list[tuple[Any, ...]]:
-    frame = read_current(spark, path, schema, table)
-    return sorted((tuple(comparable(value) for value in row) for row in frame.collect()), key=repr)
 
 
 def stored_offset(path: Path) -> int:

@@ -1,0 +1,194 @@
+"""Reading one chunk of a table for an incremental snapshot, between two watermarks.
+
+``read_chunk`` writes a low watermark into the set's queue (committed at once),
+reads the chunk's rows (or its checksums) in a snapshot taken after that
+commit, then writes a high watermark. A consumer of the stream that meets the
+high watermark knows the chunk holds every row of its range as of a moment
+between the two marks; the keys the stream changed between them tell which
+chunk rows are stale (DBLog's algorithm). Ranges compare text keys in byte
+order so that source and target agree on what a range holds.
+
+Checksums: the rows of a range fall into ``BUCKETS`` buckets by the md5 of
+their key; each bucket sums the first 60 bits of the md5 of the row (every
+column's text, as one JSON array) and counts its rows. Any database (and the
+Parquet target, in Python) computes the same numbers from the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO
+
+from psycopg2 import sql
+from psycopg2.extensions import connection as Connection
+
+from pgshovel.source._connection import connect, translating
+from pgshovel.source._ranges import key_columns, range_predicate
+from pgshovel.source._shape import KeyRange, TableShape
+
+#: Buckets per chunk a checksum comparison tells apart (a few rows each, so the
+#: keys the stream changes while a chunk is read leave most buckets comparable).
+BUCKETS = 1024
+
+#: (bucket, rows, sum of row hashes)
+Checksum = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One attempt at one range of a table: what a reader reads between its watermarks."""
+
+    attempt: str
+    queue: str
+    key_range: KeyRange
+    #: an extra condition on the table's rows (``set resnapshot --where``); "" for none
+    where: str = ""
+    #: compute checksums instead of copying rows
+    checksums: bool = False
+
+    @property
+    def low(self) -> str:
+        return f"{self.attempt}:low"
+
+    @property
+    def high(self) -> str:
+        return f"{self.attempt}:high"
+
+
+def chunk_condition(chunk: Chunk, alias: str | None = None) -> sql.Composable:
+    """The rows of the chunk: its key range (byte order) and the filter, if any."""
+    condition = range_predicate(chunk.key_range, alias, byte_order=True)
+    if chunk.where:
+        # The filter is SQL an operator wrote (pgshovel-admin set resnapshot --where): it
+        # runs as the worker's role, on the source and on the target alike.
+        condition = sql.SQL("{} AND ({})").format(condition, sql.SQL(chunk.where))
+    return condition
+
+
+def chunk_query(chunk: Chunk) -> sql.Composable:
+    table = chunk.key_range.table
+    return sql.SQL("SELECT {} FROM {} WHERE {}").format(
+        sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
+        sql.Identifier(table.schema, table.name),
+        chunk_condition(chunk),
+    )
+
+
+def _json_text(expressions: list[sql.Composable]) -> sql.Composable:
+    return sql.SQL("pg_catalog.json_build_array({})::text").format(
+        sql.SQL(", ").join(sql.SQL("{}::text").format(e) for e in expressions)
+    )
+
+
+def bucket_expression(table: TableShape, alias: str) -> sql.Composable:
+    """A row's checksum bucket, from its key's text."""
+    key = _json_text([sql.Identifier(alias, name) for name in table.key])
+    return sql.SQL("(('x' || substr(md5({}), 1, 8))::bit(32)::bigint % {})").format(
+        key, sql.Literal(BUCKETS)
+    )
+
+
+def hash_expression(table: TableShape, alias: str) -> sql.Composable:
+    """A row's hash, from every column's text."""
+    row = _json_text([sql.Identifier(alias, name) for name in table.column_names])
+    return sql.SQL("('x' || substr(md5({}), 1, 15))::bit(60)::bigint").format(row)
+
+
+def checksum_query(
+    table: TableShape, condition: sql.Composable, alias: str = "t"
+) -> sql.Composable:
+    """Per bucket: rows and the sum of their hashes, over the rows ``condition`` selects."""
+    return sql.SQL(
+        "SELECT b, count(*), sum(h) FROM (SELECT {} AS b, {} AS h FROM {} AS {} WHERE {}) s "
+        "GROUP BY b ORDER BY b"
+    ).format(
+        bucket_expression(table, alias),
+        hash_expression(table, alias),
+        sql.Identifier(table.schema, table.name),
+        sql.Identifier(alias),
+        condition,
+    )
+
+
+def insert_watermark(connection: Connection, queue: str, mark: str, table: TableShape) -> None:
+    """Write a watermark into the set's queue and commit (``connection`` is autocommit)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pgq.insert_event(%s, 'W', %s, %s, %s, NULL, NULL)",
+            (queue, mark, table.schema, table.name),
+        )
+
+
+def read_chunk(
+    source_dsn: str,
+    chunk: Chunk,
+    stage_rows: Callable[[Callable[[IO[bytes]], None]], int],
+    stage_checksums: Callable[[list[Checksum]], None],
+) -> int:
+    """Low watermark, the chunk's rows (to ``stage_rows``) or checksums, high watermark.
+
+    Returns the rows read. ``stage_rows(copy_out)`` receives a function writing
+    the chunk's rows as COPY text; both stage functions must have stored what
+    they got before returning: the high watermark tells consumers it is there.
+    """
+    table = chunk.key_range.table
+    connection = connect(source_dsn, "pgshovel-replicate chunk", autocommit=True)
+    try:
+        with translating(f"reading a chunk of {table.qualified!r}"):
+            insert_watermark(connection, chunk.queue, chunk.low, table)
+            if chunk.checksums:
+                with connection.cursor() as cursor:
+                    cursor.execute(checksum_query(table, chunk_condition(chunk, "t")))
+                    sums = [(int(b), int(n), int(h)) for b, n, h in cursor.fetchall()]
+                stage_checksums(sums)
+                rows = sum(count for _, count, _ in sums)
+            else:
+
+                def copy_out(out: IO[bytes]) -> None:
+                    copy = sql.SQL("COPY ({}) TO STDOUT").format(chunk_query(chunk))
+                    with connection.cursor() as cursor:
+                        cursor.copy_expert(copy.as_string(cursor), out, size=1 << 16)
+
+                rows = stage_rows(copy_out)
+            insert_watermark(connection, chunk.queue, chunk.high, table)
+        return rows
+    finally:
+        connection.close()
+
+
+def sample_boundaries(
+    connection: Connection, table: TableShape, rows_per_chunk: int, where: str = ""
+) -> tuple[list[tuple[str, ...]], int]:
+    """Range boundaries (text key values, byte order) for chunks of about ``rows_per_chunk``
+    rows, and the number of rows they were planned for."""
+    target = sql.Identifier(table.schema, table.name)
+    condition = sql.SQL("({})").format(sql.SQL(where)) if where else sql.SQL("TRUE")
+    keys = key_columns(table, "t", byte_order=True)
+    with translating(f"planning chunks of {table.qualified!r}"), connection.cursor() as cursor:
+        cursor.execute(sql.SQL("SELECT count(*) FROM {} AS t WHERE {}").format(target, condition))
+        total = int(cursor.fetchone()[0])  # type: ignore[index]
+        if not table.key or total <= rows_per_chunk:
+            return [], total
+        step = max(1, total // max(1, -(-total // rows_per_chunk)))
+        cursor.execute(
+            sql.SQL(
+                "SELECT {} FROM (SELECT {}, row_number() OVER (ORDER BY {}) AS n "
+                "FROM {} AS t WHERE {}) s WHERE n % {} = 1 AND n > 1 ORDER BY n"
+            ).format(
+                sql.SQL(", ").join(
+                    sql.SQL("{}::text").format(sql.Identifier("s", f"k{i}"))
+                    for i in range(len(keys))
+                ),
+                sql.SQL(", ").join(
+                    sql.SQL("{} AS {}").format(sql.Identifier("t", name), sql.Identifier(f"k{i}"))
+                    for i, name in enumerate(table.key)
+                ),
+                sql.SQL(", ").join(keys),
+                target,
+                condition,
+                sql.Literal(step),
+            )
+        )
+        boundaries = [tuple(str(value) for value in row) for row in cursor.fetchall()]
+    return boundaries, total

@@ -1,0 +1,248 @@
+"""A micro-batch as the steps a target applies, in stream order: pure, no I/O.
+
+Mutations are grouped per table into segments; a schema change of a table ends
+the segment, so the mutations before it are applied with the old shape, then
+the change, then the mutations after it with the new shape, all in the one
+target transaction that also stores the position. The planner also keeps the
+set's table shapes (what the next micro-batch is planned against), the tables
+whose capture broke (their mutations are skipped until a remedy), the tables
+the copy must read again (new in the set, rows rewritten by DDL, capture
+repaired) and, for incremental snapshots, where each watermark stands and
+which keys of which table every batch changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from pgshovel.errors import SchemaError
+from pgshovel.protocol import stream_pb2
+from pgshovel.source import Column, TableShape
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.shapes import shape_from_proto
+
+SchemaChange = stream_pb2.SchemaChange
+Entry = tuple[CommittedBatch, stream_pb2.Mutation]
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """One table's mutations within a segment, in stream order, all of ``table``'s shape."""
+
+    table: TableShape
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Mutations between two schema changes (or the micro-batch's ends), per table."""
+
+    runs: tuple[TableRun, ...]
+
+
+@dataclass(frozen=True)
+class SchemaStep:
+    """A schema change a target applies: ``before`` becomes ``after``.
+
+    ``before`` None: a table new to the copy (create it). ``after`` None: the
+    table was dropped (``change.kind == DROP``: drop it), left the set
+    (``REMOVE``: keep it, stop applying) or cannot be captured any more
+    (``change.problem``: keep it, skip its mutations).
+    """
+
+    change: stream_pb2.SchemaChange
+    before: TableShape | None
+    after: TableShape | None
+
+
+Step = Segment | SchemaStep
+
+
+@dataclass(frozen=True)
+class BatchChanges:
+    """For incremental snapshots: which tables a batch touched, by key, and its watermarks."""
+
+    batch: CommittedBatch
+    #: table -> key values (text) of every row a mutation of the batch touched
+    keys: dict[tuple[str, str], set[tuple[str | None, ...]]]
+    #: tables a TRUNCATE or a schema change touched (every row may have changed)
+    whole: set[tuple[str, str]]
+    watermarks: tuple[stream_pb2.Watermark, ...]
+
+
+@dataclass(frozen=True)
+class MicroBatchPlan:
+    """What a micro-batch does to the copy."""
+
+    steps: tuple[Step, ...]
+    tables: tuple[TableShape, ...]
+    broken: tuple[tuple[str, str], ...]
+    #: tables to read again from the source, with the reason
+    recopy: tuple[tuple[TableShape, str], ...]
+    #: mutations skipped because their table's capture is broken
+    skipped: int
+    batches: tuple[BatchChanges, ...] = field(default=())
+
+
+@dataclass
+class _Planner:
+    tables: dict[tuple[str, str], TableShape]
+    broken: set[tuple[str, str]]
+    can_alter_type: Callable[[Column, Column], bool]
+    key_text: Callable[[stream_pb2.Row, TableShape], tuple[str | None, ...] | None]
+    steps: list[Step] = field(default_factory=list)
+    runs: dict[tuple[str, str], list[Entry]] = field(default_factory=dict)
+    shapes: dict[tuple[str, str], TableShape] = field(default_factory=dict)
+    recopy: dict[tuple[str, str], tuple[TableShape, str]] = field(default_factory=dict)
+    skipped: int = 0
+
+    def flush(self) -> None:
+        if self.runs:
+            runs = tuple(
+                TableRun(self.shapes[name], tuple(entries)) for name, entries in self.runs.items()
+            )
+            self.steps.append(Segment(runs))
+            self.runs = {}
+            self.shapes = {}
+
+    def mutation(
+        self, batch: CommittedBatch, mutation: stream_pb2.Mutation, changes: BatchChanges
+    ) -> None:
+        name = (mutation.schema, mutation.table)
+        if name in self.broken:
+            self.skipped += 1
+            return
+        table = self.tables.get(name)
+        if table is None:
+            raise SchemaError(
+                f"batch {batch.batch_id!r} holds a mutation on {mutation.schema!r}."
+                f"{mutation.table!r}, which is not a table of the set as the stream announced "
+                "it; the worker's state does not match its stream: reload the target"
+            )
+        self.runs.setdefault(name, []).append((batch, mutation))
+        self.shapes[name] = table
+        if mutation.operation == stream_pb2.Mutation.TRUNCATE:
+            changes.whole.add(name)
+            return
+        touched = changes.keys.setdefault(name, set())
+        for row in (mutation.old, mutation.new):
+            key = self.key_text(row, table)
+            if key is not None:
+                touched.add(key)
+
+    def schema_change(self, change: stream_pb2.SchemaChange, changes: BatchChanges) -> None:
+        self.flush()
+        name = (change.schema, change.table)
+        before = self._before(change)
+        after = shape_from_proto(change.shape) if change.HasField("shape") else None
+        if before is not None:
+            self.tables.pop(before.identity, None)
+            changes.whole.add(before.identity)
+        changes.whole.add(name)
+        if change.problem:
+            self.broken.add(name)
+            self.steps.append(SchemaStep(change, before, None))
+            return
+        if after is None:  # dropped or removed from the set
+            self.broken.discard(name)
+            self.recopy.pop(name, None)
+            self.steps.append(SchemaStep(change, before, None))
+            return
+        reason = self._recopy_reason(change, before, after, name)
+        self.broken.discard(name)
+        self.tables[name] = after
+        if before is not None and before == after and not reason:
+            return  # announced again, unchanged
+        self.steps.append(SchemaStep(change, before, after))
+        if reason:
+            self.recopy[name] = (after, reason)
+        elif before is not None and before.identity in self.recopy:
+            self.recopy[name] = (after, self.recopy.pop(before.identity)[1])
+
+    def _before(self, change: stream_pb2.SchemaChange) -> TableShape | None:
+        if change.relation:
+            for table in self.tables.values():
+                if table.relation == change.relation:
+                    return table
+        return self.tables.get((change.schema, change.table))
+
+    def _recopy_reason(
+        self,
+        change: stream_pb2.SchemaChange,
+        before: TableShape | None,
+        after: TableShape,
+        name: tuple[str, str],
+    ) -> str:
+        if name in self.broken:
+            return "capture was repaired"
+        if before is None:
+            return "added to the set"
+        if change.rewrites_rows:
+            return f"{change.command or 'a change'} rewrote existing rows"
+        old = {column.number: column for column in before.columns}
+        for column in after.columns:
+            previous = old.get(column.number)
+            if (
+                previous is not None
+                and previous.sql_type != column.sql_type
+                and not self.can_alter_type(previous, column)
+            ):
+                return f"column {column.name!r} changed type and the target cannot convert it"
+        return ""
+
+
+def _items(
+    batch: CommittedBatch,
+) -> Iterator[stream_pb2.Mutation | stream_pb2.SchemaChange | stream_pb2.Watermark]:
+    """The batch's mutations and markers in stream order."""
+    markers = iter(batch.markers)
+    upcoming = next(markers, None)
+    for position, mutation in enumerate(batch.mutations):
+        while upcoming is not None and upcoming[0] <= position:
+            yield upcoming[1]
+            upcoming = next(markers, None)
+        yield mutation
+    while upcoming is not None:
+        yield upcoming[1]
+        upcoming = next(markers, None)
+
+
+def plan_micro_batch(
+    batches: Iterable[CommittedBatch],
+    tables: Sequence[TableShape],
+    broken: Iterable[tuple[str, str]],
+    *,
+    can_alter_type: Callable[[Column, Column], bool],
+    key_text: Callable[[stream_pb2.Row, TableShape], tuple[str | None, ...] | None],
+) -> MicroBatchPlan:
+    """The steps of a micro-batch and the set's tables after it.
+
+    ``can_alter_type(old, new)`` says whether the target converts a column's
+    values to a new type itself (else the table is read again); ``key_text``
+    gives a row's key values as text (None when the row is empty).
+    """
+    planner = _Planner(
+        {table.identity: table for table in tables}, set(broken), can_alter_type, key_text
+    )
+    per_batch: list[BatchChanges] = []
+    for batch in batches:
+        changes = BatchChanges(batch, {}, set(), ())
+        watermarks: list[stream_pb2.Watermark] = []
+        for item in _items(batch):
+            if isinstance(item, stream_pb2.Mutation):
+                planner.mutation(batch, item, changes)
+            elif isinstance(item, stream_pb2.SchemaChange):
+                planner.schema_change(item, changes)
+            else:
+                watermarks.append(item)
+        per_batch.append(BatchChanges(batch, changes.keys, changes.whole, tuple(watermarks)))
+    planner.flush()
+    return MicroBatchPlan(
+        steps=tuple(planner.steps),
+        tables=tuple(planner.tables.values()),
+        broken=tuple(sorted(planner.broken)),
+        recopy=tuple(planner.recopy.values()),
+        skipped=planner.skipped,
+        batches=tuple(per_batch),
+    )

@@ -1,0 +1,49 @@
+"""Reading the Parquet target back with Spark and printing every value as PostgreSQL would.
+
+Dates and timestamps are read as their integers (``unix_date``/``unix_micros``):
+PySpark's ``collect`` turns them into Python ``date``/``datetime`` objects, which
+cannot hold BC years, years past 9999 or the ±infinity sentinels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pgshovel.replication.targets import _arrow
+from pgshovel.replication.targets._parquet_chunks import texts
+from pgshovel.replication.targets.parquet import STATE_FILE
+from pgshovel.stream.state import shape_from_document
+
+
+def table_shape(path: str, schema: str, table: str) -> Any:
+    import json
+
+    document = json.loads((Path(path) / STATE_FILE).read_text())
+    for item in document["tables"]:
+        if (item["schema"], item["name"]) == (schema, table):
+            return shape_from_document(item)
+    raise AssertionError(f"{schema}.{table} is not in the Parquet target's state")
+
+
+def spark_texts(
+    spark: Any, frame: Any, path: str, schema: str, table: str
+) -> list[tuple[str | None, ...]]:
+    shape = table_shape(path, schema, table)
+    expressions = []
+    for column in shape.columns:
+        name = "`" + column.name.replace("`", "``") + "`"
+        kind = _arrow.arrow_type(column)
+        if pa.types.is_date32(kind):
+            expressions.append(f"unix_date({name})")
+        elif pa.types.is_timestamp(kind) and kind.tz is None:
+            expressions.append(f"unix_micros(cast({name} AS timestamp))")
+        elif pa.types.is_timestamp(kind):
+            expressions.append(f"unix_micros({name})")
+        else:
+            expressions.append(name)
+    rows = frame.selectExpr(*expressions).collect()
+    plain = [tuple(bytes(v) if isinstance(v, bytearray) else v for v in row) for row in rows]
+    return [tuple(texts(shape, row)) for row in plain]
