@@ -41,11 +41,13 @@ def _row(
 ) -> Row:
     values = {column.name: column.value for column in row.columns}
     missing = [name for name in required if name not in values]
-    if missing:
+    unknown = sorted(set(values) - set(table.column_names))
+    if missing or unknown:
+        problem = f"lacks columns {missing!r}" if missing else f"has columns {unknown!r}"
         raise SchemaError(
-            f"{side} row of a mutation on {table.qualified!r} lacks columns {missing!r}; "
-            f"it has {sorted(values)!r}; the set configuration changed: restart the worker "
-            "or reload the target"
+            f"{side} row of a mutation on {table.qualified!r} {problem} that do not match "
+            f"the table's shape {list(table.column_names)!r}; a value is never dropped or "
+            "invented: the stream and the worker's state disagree, reload the target"
         )
     null = stream_pb2.Value(null=stream_pb2.Value.NULL)
     return tuple(convert(column, values.get(column.name, null)) for column in table.columns)
