@@ -14,6 +14,7 @@ from pgshovel.source._chunks import (
     bucket_expression,
     checksum_query,
     chunk_condition,
+    output_text,
     read_chunk,
     sample_boundaries,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "make_ranges",
     "missing_value_text",
     "node_id",
+    "output_text",
     "pick_boundaries",
     "range_predicate",
     "read_chunk",

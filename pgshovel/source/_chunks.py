@@ -75,9 +75,20 @@ def chunk_query(chunk: Chunk) -> sql.Composable:
     )
 
 
+def output_text(expression: sql.Composable) -> sql.Composable:
+    """A value's text as its type's output function prints it (what COPY and the relay see).
+
+    ``::text`` is not that for every type (booleans give ``true``, ``char(n)`` loses its
+    padding, ``inet`` gains a mask); ``concat`` calls the output function.
+    """
+    return sql.SQL("CASE WHEN {e} IS NULL THEN NULL ELSE pg_catalog.concat({e}) END").format(
+        e=expression
+    )
+
+
 def _json_text(expressions: list[sql.Composable]) -> sql.Composable:
     return sql.SQL("pg_catalog.json_build_array({})::text").format(
-        sql.SQL(", ").join(sql.SQL("{}::text").format(e) for e in expressions)
+        sql.SQL(", ").join(output_text(e) for e in expressions)
     )
 
 
@@ -177,8 +188,7 @@ def sample_boundaries(
                 "FROM {} AS t WHERE {}) s WHERE n % {} = 1 AND n > 1 ORDER BY n"
             ).format(
                 sql.SQL(", ").join(
-                    sql.SQL("{}::text").format(sql.Identifier("s", f"k{i}"))
-                    for i in range(len(keys))
+                    output_text(sql.Identifier("s", f"k{i}")) for i in range(len(keys))
                 ),
                 sql.SQL(", ").join(
                     sql.SQL("{} AS {}").format(sql.Identifier("t", name), sql.Identifier(f"k{i}"))

@@ -28,6 +28,7 @@ from pgshovel.source import (
     bucket_expression,
     checksum_query,
     chunk_condition,
+    output_text,
 )
 
 CHANGED = "pgshovel changed keys"
@@ -95,7 +96,7 @@ def _stage_changed(cursor: Cursor, table: TableShape, changed: ChangedKeys) -> s
 
 def _not_changed(table: TableShape, alias: str) -> sql.Composable:
     match = sql.SQL(" AND ").join(
-        sql.SQL("c.{} = {}::text").format(sql.Identifier(name), sql.Identifier(alias, name))
+        sql.SQL("c.{} = {}").format(sql.Identifier(name), output_text(sql.Identifier(alias, name)))
         for name in table.key
     )
     return sql.SQL("NOT EXISTS (SELECT 1 FROM {} c WHERE {})").format(
