@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import _stack, apply, capture, latency, relay, snapshot
+from bench import _stack, apply, capture, latency, relay, snapshot, verify
 from bench._modes import MODES, Settings, settings
 from bench._report import Figure, document, render_table
 from pgshovel import sandbox as sandboxes
@@ -34,7 +34,7 @@ from pgshovel.sandbox import SandboxConnection
 logger = logging.getLogger("bench")
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUPS = ("capture", "relay", "latency", "snapshot", "apply")
+GROUPS = ("capture", "relay", "latency", "snapshot", "verify", "apply")
 
 
 def machine_info() -> dict[str, Any]:
@@ -122,6 +122,10 @@ class Suite:
             "snapshot": (
                 lambda: snapshot.figures(snapshot.measure(sb, s, self.spark_session()), s),
                 lambda: snapshot.figures(snapshot.SnapshotRuns(), s),
+            ),
+            "verify": (
+                lambda: verify.figures(verify.measure(sb, s), s),
+                lambda: verify.figures(verify.VerifyRuns(), s),
             ),
             "apply": (
                 lambda: apply.figures(apply.measure(sb, s, wd, self.profile), s),

@@ -1,6 +1,6 @@
 """Smoke test of ``python -m bench``: the quick suite's stack figures measure and report.
 
-Runs the relay, latency and apply groups in quick mode against the test
+Runs the relay, latency, apply and verify groups in quick mode against the test
 sandbox (``--use-sandbox``, so no second sandbox starts); the capture and
 snapshot groups only add pgbench and a SparkSession, which other tests cover.
 """
@@ -40,6 +40,8 @@ def test_quick_bench_reports_every_run_and_prints_the_table(
             "latency",
             "--only",
             "apply",
+            "--only",
+            "verify",
             "--output",
             str(output),
         ],
@@ -57,7 +59,7 @@ def test_quick_bench_reports_every_run_and_prints_the_table(
     assert report["mode"] == "quick"
     assert report["machine"]["nproc"] >= 1
     figures = {figure["key"]: figure for figure in report["figures"]}
-    for key in ("relay.throughput", "apply.rows"):
+    for key in ("relay.throughput", "apply.rows", "verify.rows"):
         figure = figures[key]
         assert figure["note"] == "", figure["note"]
         assert len(figure["runs"]) == 3 and all(run > 0 for run in figure["runs"])
