@@ -4,7 +4,9 @@ A scratch database is initialized with ``pgbench -i``; for two scripts (the
 built-in TPC-B-like one and a single-row UPDATE) every round runs pgbench once
 per mode: no capture, pgshovel's capture on all four pgbench tables
 (pgbench_history has no key, so it is captured unkeyed), and PgQ's own C
-trigger ``pgq.jsontriga`` as a reference. Capture is installed with the same
+trigger ``pgq.jsontriga`` as a reference; and pgshovel's capture with its two
+schema event triggers disabled, which shows what they cost a DDL-free
+workload (they fire on DDL only, so the ratio should be 1). Capture is installed with the same
 SQL ``pgshovel-admin set create`` runs, without ZooKeeper, before each run and
 removed after it, so every run starts from an empty queue.
 """
@@ -26,6 +28,7 @@ from bench._modes import Settings
 from bench._report import Figure, Goal
 from bench._stats import schedule
 from pgshovel.admin import catalog, install
+from pgshovel.cluster import names
 from pgshovel.source import Catalog
 
 logger = logging.getLogger(__name__)
@@ -36,6 +39,8 @@ DATABASE = "pgshovel_bench_capture"
 TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
 JSONTRIGA_QUEUE = "bench_jsontriga"
 GOAL = Goal("ratio", ">=", 0.85)
+#: event triggers fire on DDL only: a DDL-free workload must not notice them
+EVENT_TRIGGER_GOAL = Goal("ratio", ">=", 0.95)
 _TPS = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
 
 UPDATE_SCRIPT = """\\set aid random(1, 100000 * :scale)
@@ -94,6 +99,26 @@ def _remove_pgshovel(conn: connection) -> None:
     _run(conn, statements)
 
 
+def _event_triggers(conn: connection, state: str) -> None:
+    _run(
+        conn,
+        [
+            sql.SQL("ALTER EVENT TRIGGER {} " + state).format(sql.Identifier(name))
+            for name in (names.ddl_trigger_name(CLUSTER), names.drop_trigger_name(CLUSTER))
+        ],
+    )
+
+
+def _install_pgshovel_without_ddl(conn: connection) -> None:
+    _install_pgshovel(conn)
+    _event_triggers(conn, "DISABLE")
+
+
+def _remove_pgshovel_without_ddl(conn: connection) -> None:
+    _event_triggers(conn, "ENABLE")
+    _remove_pgshovel(conn)
+
+
 def _install_jsontriga(conn: connection) -> None:
     statements: list[sql.Composable] = [
         sql.SQL("CREATE EXTENSION IF NOT EXISTS pgq"),
@@ -129,6 +154,7 @@ def _nothing(conn: connection) -> None:
 MODES: dict[str, tuple[Callable[[connection], None], Callable[[connection], None]]] = {
     "none": (_nothing, _nothing),
     "pgshovel": (_install_pgshovel, _remove_pgshovel),
+    "pgshovel-no-ddl": (_install_pgshovel_without_ddl, _remove_pgshovel_without_ddl),
     "jsontriga": (_install_jsontriga, _remove_jsontriga),
 }
 
@@ -193,7 +219,8 @@ def measure(
 
 
 def figures(results: dict[str, dict[str, list[float]]], settings: Settings) -> list[Figure]:
-    """Per script: pgshovel ÷ no capture (with the goal) and jsontriga ÷ no capture."""
+    """Per script: pgshovel ÷ no capture (with the goal), jsontriga ÷ no capture, and
+    pgshovel ÷ pgshovel with its schema event triggers disabled."""
     made = []
     for name, title in SCRIPTS.items():
         runs = results.get(name, {})
@@ -218,6 +245,18 @@ def figures(results: dict[str, dict[str, list[float]]], settings: Settings) -> l
                 values=runs.get("jsontriga", []),
                 baseline=runs.get("none", []),
                 baseline_title="no capture",
+                details=details,
+            )
+        )
+        made.append(
+            Figure(
+                key=f"capture.{name}.event_triggers",
+                title=f"schema event triggers on DML, {title}, pgshovel (TPS)",
+                unit="tps",
+                values=runs.get("pgshovel", []),
+                baseline=runs.get("pgshovel-no-ddl", []),
+                baseline_title="pgshovel, event triggers disabled",
+                goals=(EVENT_TRIGGER_GOAL,),
                 details=details,
             )
         )
