@@ -28,6 +28,8 @@ setup(
         "click>=8.1",
         # Typed, frozen configuration models (relay.yml, replication.yml, set files).
         "pydantic>=2.6,<3",
+        # Prometheus metrics of relay and worker.
+        "prometheus_client>=0.17",
         # Backoff with jitter for transient faults.
         "tenacity>=8.2",
     ],

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import ErrorDetails
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from pgshovel.config_files import load_yaml
 from pgshovel.errors import ConfigurationError
@@ -32,6 +32,22 @@ SUBPATH = "subpath"
 NonEmptyText = Annotated[str, Field(min_length=1)]
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+def port_number(value: Any) -> Any:
+    """A TCP port (0 to 65535) as an int, also from a string; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise PydanticCustomError(
+            "pgshovel_port", "expected a port number, got {value}", {"value": repr(value)}
+        )
+    return value
+
+
+Port = Annotated[int | None, BeforeValidator(port_number)]
 
 
 class Settings(BaseModel):

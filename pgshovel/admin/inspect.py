@@ -1,20 +1,22 @@
 """Read-only reports: cluster inspect, set list, set inspect.
 
 Reports show configuration as YAML with DSN passwords masked, set versions,
-and for each table whether this set's triggers are installed at the current
-version. An unreachable database is reported, not raised, so the rest of the
-report still shows.
+for each table whether this set's triggers are installed at the current
+version, and what runs (``pgshovel.admin.activity``): the leading relay and its
+epoch, the queue's backlog, each worker's position and lag. An unreachable
+database is reported, not raised, so the rest of the report still shows.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import psycopg2
 import yaml
 
 import pgshovel
-from pgshovel.admin import catalog
+from pgshovel.admin import activity, catalog
 from pgshovel.admin.planning import Context
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn
@@ -108,14 +110,20 @@ def describe_set(context: Context, set_name: str) -> str:
     ]
     document = yaml.safe_dump(to_document(configuration), sort_keys=False, allow_unicode=True)
     lines += [f"  {line}" for line in document.rstrip().splitlines()]
+    client = context.store.client
+    lines += activity.relay_lines(activity.read_relay(client, context.cluster, set_name))
+    lines += activity.worker_lines(
+        activity.read_workers(client, context.cluster, set_name), time.time()
+    )
     try:
         conn = context.connections.get(configuration.database.dsn)
         node = node_id(conn, context.cluster)
         queue = names.queue_name(context.cluster, set_name)
         lines.append(f"node: {node or 'not installed'}")
-        lines.append(
-            f"queue: {queue} ({'present' if catalog.queue_exists(conn, queue) else 'missing'})"
-        )
+        present = catalog.queue_exists(conn, queue)
+        lines.append(f"queue: {queue} ({'present' if present else 'missing'})")
+        if present:
+            lines += activity.queue_lines(activity.read_queue(conn, queue))
         lines.append("tables:")
         lines += table_status(context, set_name, configuration, conn)
     except PgshovelError as error:

@@ -242,6 +242,7 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
     for parent in (
         names.requests_path(context.cluster, set_name),
         names.results_path(context.cluster, set_name),
+        names.workers_path(context.cluster, set_name),
     ):
         children = context.store.children(parent)
         if children is None:

@@ -70,6 +70,11 @@ def results_path(cluster: str, set_name: str) -> str:
     return f"{set_path(cluster, set_name)}/results"
 
 
+def workers_path(cluster: str, set_name: str) -> str:
+    """The node whose ephemeral children are the running workers' status (set inspect)."""
+    return f"{set_path(cluster, set_name)}/workers"
+
+
 def schema_name(cluster: str) -> str:
     """The database schema that holds a cluster's capture function and node id."""
     return f"pgshovel_{validate_cluster_name(cluster)}"

@@ -19,10 +19,9 @@ metrics_host: 127.0.0.1
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 
-from pydantic import BeforeValidator, Field
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from pgshovel import settings
 from pgshovel.abc import StreamWriter
@@ -38,22 +37,6 @@ class WriterSpec(ComponentSpec):
         return cast(StreamWriter, super().build())
 
 
-def port_number(value: Any) -> Any:
-    """A TCP port (0 to 65535) as an int, also from a string; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
-        raise PydanticCustomError(
-            "pgshovel_port", "expected a port number, got {value}", {"value": repr(value)}
-        )
-    return value
-
-
-Port = Annotated[int | None, BeforeValidator(port_number)]
-
-
 class RelayConfiguration(settings.Settings):
     """A validated relay.yml."""
 
@@ -65,7 +48,7 @@ class RelayConfiguration(settings.Settings):
     on_error: Literal["exit", "log"] = "exit"
     retry_interval: float = Field(2.0, ge=0)
     max_backoff: float = Field(30.0, gt=0)
-    metrics_port: Port = None
+    metrics_port: settings.Port = None
     metrics_host: str = "127.0.0.1"
 
 

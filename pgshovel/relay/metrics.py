@@ -1,15 +1,21 @@
-"""Relay metrics, served in Prometheus text format on an optional port."""
+"""The relay's figures, and the Prometheus series made of them (``pgshovel_relay_*``).
+
+Lag is the age of the oldest change not yet published, in seconds, and it is
+honest while the relay is stuck: when a batch is taken its oldest change's age
+is noted (``pending_since``) and kept until the batch is finished, so with
+Kafka down the gauge grows with every scrape; once the queue is drained the
+lag is 0. A change's time is bounded below by the batch's start tick (it
+committed after that tick) and by its event time (its transaction's start):
+the later of the two is used, so neither a long idle period nor a long
+transaction inflates it.
+"""
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-logger = logging.getLogger(__name__)
+from pgshovel.metrics import Series
 
 
 @dataclass
@@ -21,62 +27,87 @@ class RelayMetrics:
     bytes: int = 0
     errors: int = 0
     rollbacks: int = 0
-    lag_seconds: float = 0.0
+    #: age of the oldest change of the last published batch, when it was published
+    batch_lag_seconds: float = 0.0
+    #: epoch seconds of the oldest change taken but not yet published; None when none is
+    pending_since: float | None = None
     last_tick: float = field(default_factory=time.time)
     epoch: int = 0
     leader: bool = False
 
-    def render(self) -> str:
-        now = time.time()
-        lines = []
-        for name, kind, value, text in (
-            ("batches_total", "counter", self.batches, "Batches published and finished."),
-            ("events_total", "counter", self.events, "Mutations published."),
-            ("bytes_total", "counter", self.bytes, "Bytes published to Kafka."),
-            ("errors_total", "counter", self.errors, "Batches that failed."),
-            ("rollbacks_total", "counter", self.rollbacks, "Rollback messages published."),
-            ("lag_seconds", "gauge", self.lag_seconds, "Age of the last batch's end tick."),
-            ("last_tick_age_seconds", "gauge", now - self.last_tick, "Seconds since a tick."),
-            ("epoch", "gauge", self.epoch, "Fencing epoch of this relay."),
-            ("leader", "gauge", int(self.leader), "1 while this relay publishes."),
-        ):
-            lines.append(f"# HELP pgshovel_relay_{name} {text}")
-            lines.append(f"# TYPE pgshovel_relay_{name} {kind}")
-            lines.append(f"pgshovel_relay_{name} {value}")
-        return "\n".join(lines) + "\n"
+    def lag_seconds(self, now: float | None = None) -> float:
+        """Age of the oldest change not yet published (0 when nothing is pending)."""
+        if self.pending_since is None:
+            return 0.0
+        return max(0.0, (time.time() if now is None else now) - self.pending_since)
 
+    def taken(self, start_tick_seconds: float) -> None:
+        """A batch was taken; its changes committed after its start tick."""
+        if self.pending_since is None:
+            self.pending_since = start_tick_seconds or time.time()
 
-class MetricsServer:
-    """A tiny HTTP server answering ``GET /metrics``; stopped with ``close()``."""
+    def refine(self, oldest_event_seconds: float, start_tick_seconds: float) -> None:
+        """The batch's oldest event time is known: pending since the later of the two bounds."""
+        self.pending_since = max(oldest_event_seconds, start_tick_seconds)
 
-    def __init__(self, metrics: RelayMetrics, host: str, port: int) -> None:
-        registry = metrics
+    def published(self) -> float:
+        """The pending batch is finished; returns (and keeps) its lag."""
+        self.batch_lag_seconds = self.lag_seconds()
+        self.pending_since = None
+        return self.batch_lag_seconds
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.rstrip("/") not in ("", "/metrics"):
-                    self.send_error(404)
-                    return
-                body = registry.render().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+    def series(self) -> list[Series]:
+        return [
+            Series("batches_total", "counter", "Batches published and finished.", self._batches),
+            Series("events_total", "counter", "Mutations published.", self._events),
+            Series("bytes_total", "counter", "Bytes published to Kafka.", self._bytes),
+            Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
+            Series("rollbacks_total", "counter", "Rollback messages published.", self._rollbacks),
+            Series(
+                "lag_seconds",
+                "gauge",
+                "Age of the oldest change not yet published (0 when the queue is drained).",
+                self.lag_seconds,
+            ),
+            Series(
+                "batch_lag_seconds",
+                "gauge",
+                "Age of the last published batch's oldest change when it was published.",
+                self._batch_lag,
+            ),
+            Series(
+                "last_tick_age_seconds",
+                "gauge",
+                "Seconds since this relay last made a tick.",
+                self._tick_age,
+            ),
+            Series("epoch", "gauge", "Fencing epoch of this relay.", self._epoch),
+            Series("leader", "gauge", "1 while this relay publishes.", self._leader),
+        ]
 
-            def log_message(self, format: str, *args: Any) -> None:
-                logger.debug(format, *args)
+    def _batches(self) -> float:
+        return self.batches
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.5}, name="metrics"
-        )
-        self._thread.daemon = True
-        self._thread.start()
-        logger.info("metrics on http://%s:%d/metrics", host, self.port)
+    def _events(self) -> float:
+        return self.events
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def _bytes(self) -> float:
+        return self.bytes
+
+    def _errors(self) -> float:
+        return self.errors
+
+    def _rollbacks(self) -> float:
+        return self.rollbacks
+
+    def _batch_lag(self) -> float:
+        return self.batch_lag_seconds
+
+    def _tick_age(self) -> float:
+        return time.time() - self.last_tick
+
+    def _epoch(self) -> float:
+        return self.epoch
+
+    def _leader(self) -> float:
+        return int(self.leader)

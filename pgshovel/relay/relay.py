@@ -18,6 +18,7 @@ Failures propagate to the caller, which applies the error policy (see
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import socket
 import threading
@@ -55,6 +56,9 @@ def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
         message.snapshot.xmax = snapshot.xmax
         message.snapshot.xip.extend(sorted(snapshot.xip))
     return message
+
+
+_event_time = operator.itemgetter(1)
 
 
 class BatchPublisher:
@@ -96,6 +100,10 @@ class BatchPublisher:
         no sequence number.
         """
         started = time.monotonic()
+        start_tick = batch.start.timestamp / 1e6
+        metrics = self.metrics
+        metrics.taken(start_tick)
+        oldest_event = float("inf")
         identifier = stream_pb2.BatchIdentifier(id=batch.id, node=self.node)
         publisher = self.publisher
         decode_into = self.decoder.decode_into
@@ -114,6 +122,10 @@ class BatchPublisher:
         size_before = self.writer.bytes_sent
         try:
             for chunk in self.queue.events(batch):
+                chunk_oldest = min(chunk, key=_event_time)[1] / 1e6
+                if chunk_oldest < oldest_event:
+                    oldest_event = chunk_oldest
+                    metrics.refine(oldest_event, start_tick)
                 append = messages.append
                 for row in chunk:
                     message = new_message()
@@ -138,12 +150,10 @@ class BatchPublisher:
         self.queue.finish(batch)
         seconds = time.monotonic() - started
         sent = self.writer.bytes_sent - size_before
-        lag = max(0.0, time.time() - batch.end.timestamp / 1e6)
-        metrics = self.metrics
+        lag = metrics.published()
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent
-        metrics.lag_seconds = lag
         logger.info(
             "batch %d: %d events, %d bytes, %.3fs, lag %.3fs", batch.id, count, sent, seconds, lag
         )

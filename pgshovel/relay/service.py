@@ -28,12 +28,13 @@ from pgshovel.cluster import names
 from pgshovel.cluster.versions import set_version
 from pgshovel.cluster.zookeeper import ClusterStore, start_client
 from pgshovel.errors import LeadershipLost, PgshovelError
+from pgshovel.metrics import MetricsEndpoint, serve
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
 from pgshovel.relay.events import EventDecoder
-from pgshovel.relay.metrics import MetricsServer, RelayMetrics
+from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
 from pgshovel.source import read_node_id, translating
@@ -76,12 +77,16 @@ class Relay:
         writer = self.configuration.writer.build()
         writer.bind(names.topic_name(self.cluster, self.set_name))
         zookeeper = start_client(self.zookeeper_hosts)
-        server = None
+        server: MetricsEndpoint | None = None
         try:
             configuration, state = self._watch_set(zookeeper)
             if self.configuration.metrics_port is not None:
-                server = MetricsServer(
-                    self.metrics, self.configuration.metrics_host, self.configuration.metrics_port
+                server = serve(
+                    "pgshovel_relay",
+                    (self.cluster, self.set_name),
+                    self.metrics.series(),
+                    self.configuration.metrics_host,
+                    self.configuration.metrics_port,
                 )
             self._serve(zookeeper, writer, configuration, state)
         finally:
@@ -143,6 +148,7 @@ class Relay:
                 self._lead(writer, configuration, state, epoch, leadership, policy)
             finally:
                 self.metrics.leader = False
+                self.metrics.pending_since = None
                 leadership.release()
             if leadership.lost.is_set() and not self.stop.is_set():
                 logger.warning("lost leadership; rejoining the election")

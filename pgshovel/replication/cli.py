@@ -13,6 +13,7 @@ from pathlib import Path
 from pgshovel._cli import GlobalOptions, process_command, run
 from pgshovel._signals import StopRequest
 from pgshovel.cluster.zookeeper import ClusterStore, connect
+from pgshovel.metrics import serve
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.config import load_configuration
 from pgshovel.replication.spark import spark_session
@@ -36,17 +37,29 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     set_configuration = read_set_configuration(options.zookeeper_hosts, options.cluster, set_name)
     stop = StopRequest()
     stop.install()
+    endpoint = None
     spark = spark_session(replication.spark)
     try:
-        Worker(
+        worker = Worker(
             options.cluster,
             set_name,
             set_configuration,
             replication,
             spark,
             zookeeper_hosts=options.zookeeper_hosts,
-        ).run(stop)
+        )
+        if replication.metrics_port is not None:
+            endpoint = serve(
+                "pgshovel_worker",
+                (options.cluster, set_name),
+                worker.metrics.series(),
+                replication.metrics_host,
+                replication.metrics_port,
+            )
+        worker.run(stop)
     finally:
+        if endpoint is not None:
+            endpoint.close()
         spark.stop()
     logger.info("stopped")
 

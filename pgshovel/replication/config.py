@@ -5,6 +5,9 @@ spark: {master: local[*], conf: {spark.ui.enabled: "false"}}
 loader: {path: pgshovel.replication.loaders:PostgresSnapshotLoader, configuration: {...}}
 stream: {path: pgshovel.replication.streams:KafkaStream, configuration: {...}}
 target: {path: pgshovel.replication.targets.postgresql:PostgresTarget, configuration: {...}}
+snapshots: {rows_per_chunk: 20000, parallel: 2}
+metrics_port: null         # serve Prometheus metrics on metrics_host:<port> when set
+metrics_host: 127.0.0.1
 ```
 
 Everything is validated when the file is read (``pgshovel.settings``,
@@ -74,11 +77,15 @@ class ReplicationSettings(settings.Settings):
     loader: LoaderSpec
     stream: StreamSpec
     target: TargetSpec
+    metrics_port: settings.Port = None
+    metrics_host: str = "127.0.0.1"
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
             spark=self.spark,
             snapshots=self.snapshots,
+            metrics_port=self.metrics_port,
+            metrics_host=self.metrics_host,
             loader=cast(Loader, self.loader.build()),
             stream=cast(Stream, self.stream.build()),
             target=cast(Target, self.target.build()),
@@ -94,6 +101,8 @@ class ReplicationConfiguration:
     stream: Stream
     target: Target
     snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

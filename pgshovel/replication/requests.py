@@ -54,7 +54,8 @@ class RequestDesk:
             self._client.close()
             self._client = None
 
-    def _zookeeper(self) -> KazooClient:
+    def zookeeper(self) -> KazooClient:
+        """The desk's ZooKeeper client, started on first use (the status board shares it)."""
         if self._client is None:
             self._client = start_client(self.zookeeper_hosts)
         return self._client
@@ -66,7 +67,7 @@ class RequestDesk:
             return state
         self._next_poll = now + POLL_SECONDS
         try:
-            client = self._zookeeper()
+            client = self.zookeeper()
             found = requests.pending(client, self.cluster, self.set_name)
         except (KazooException, PgshovelError) as error:
             logger.warning("cannot read requests from zookeeper (%s); trying again later", error)
@@ -167,7 +168,7 @@ class RequestDesk:
         )
         remaining = [t for t in state.tasks if t.origin == task.origin and t.id != task.id]
         try:
-            client = self._zookeeper()
+            client = self.zookeeper()
             current = requests.read_result(client, self.cluster, self.set_name, task.origin)
             result = (current or Result("running")).with_table(report)
             if not remaining and not follow:

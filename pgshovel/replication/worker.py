@@ -33,8 +33,10 @@ from pgshovel.protocol.stream_pb2 import SchemaChange
 from pgshovel.replication import catalog
 from pgshovel.replication.config import ReplicationConfiguration
 from pgshovel.replication.incremental import IncrementalSnapshots
+from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
+from pgshovel.replication.status import StatusBoard
 from pgshovel.source import TableShape, connect
 from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, plan_micro_batch
@@ -86,6 +88,7 @@ class Worker:
         self.load_reports: list[TableLoadReport] = []
         #: the last state stored in the target (None until known)
         self.state: WorkerState | None = None
+        self.metrics = WorkerMetrics()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> WorkerState | None:
         """Load if needed and stream until ``should_stop()``; return the last stored state.
@@ -99,6 +102,7 @@ class Worker:
             try:
                 return self._run(should_stop, policy.succeeded)
             except PgshovelError as error:
+                self.metrics.errors += 1
                 policy.failed(error)
                 if should_stop():
                     return self.state
@@ -120,6 +124,11 @@ class Worker:
                 target,
             )
         )
+        board = (
+            None
+            if desk is None
+            else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
+        )
         snapshots = self._incremental(target, desk)
         try:
             state = target.open(self.cluster, self.set_name)
@@ -138,8 +147,10 @@ class Worker:
                 logger.info("resuming the stream at offset %d", state.next_offset)
             target.drop_staging()
             self.state = state
-            return self.stream(state, should_stop, on_success, snapshots, desk)
+            return self.stream(state, should_stop, on_success, snapshots, desk, board)
         finally:
+            if board is not None:
+                board.close()
             snapshots.close()
             if desk is not None:
                 desk.close()
@@ -205,17 +216,25 @@ class Worker:
         on_success: Callable[[], None] = lambda: None,
         snapshots: IncrementalSnapshots | None = None,
         desk: RequestDesk | None = None,
+        board: StatusBoard | None = None,
     ) -> WorkerState:
         """Apply micro-batches until ``should_stop()``; return the last stored state."""
         handoff = HandoffFilter(parse_txid_snapshot(state.snapshot))
         target = self.configuration.target
+        metrics = self.metrics
+        metrics.streaming = True
+        metrics.state = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
             if not micro_batch.batches:
                 # Idle: take requests, start and finish incremental snapshot chunks.
                 state = self.state = self._duties(state, None, snapshots, desk)
+                metrics.idle(state, micro_batch.lag)
+                if board is not None:
+                    board.publish(metrics)
                 on_success()
                 continue
             started = time.monotonic()
+            metrics.read(micro_batch.batches)
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
             plan = plan_micro_batch(
                 batches,
@@ -233,18 +252,24 @@ class Worker:
             rows = target.apply(plan, state)
             self.state = state
             on_success()
-            state = self.state = self._duties(state, plan, snapshots, desk)
-            seconds = time.monotonic() - started
             mutations = sum(len(batch.mutations) for batch in batches)
+            lag = metrics.applied(len(batches), mutations, rows, state)
+            metrics.lag_messages = micro_batch.lag
+            state = self.state = self._duties(state, plan, snapshots, desk)
+            metrics.state = state
+            if board is not None:
+                board.publish(metrics)
+            seconds = time.monotonic() - started
             logger.info(
                 "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs (%.0f mutations/s); "
-                "offset %d, lag %d message(s)",
+                "offset %d, lag %.3fs, %d message(s)",
                 len(batches),
                 mutations,
                 rows,
                 seconds,
                 mutations / seconds if seconds > 0 else 0.0,
                 state.next_offset - 1,
+                lag,
                 micro_batch.lag,
             )
         return state

@@ -18,13 +18,14 @@ tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 from pgshovel.sandbox._children import ChildProcess
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
-from pgshovel.sandbox._startup import start_kafka, stop_kafka
+from pgshovel.sandbox._startup import restart_postgres, start_kafka, stop_kafka
 
 __all__ = [
     "ChildProcess",
     "SandboxConnection",
     "ServiceStatus",
     "load",
+    "restart_postgres",
     "start",
     "start_kafka",
     "status",

@@ -249,3 +249,41 @@ def start_kafka(connection: SandboxConnection, timeout: float = 90.0) -> Sandbox
     updated = dataclasses.replace(connection, pids=pids)
     _state.write_atomically(state_dir / _state.STATE_FILE, updated.to_json())
     return updated
+
+
+def restart_postgres(connection: SandboxConnection, timeout: float = 60.0) -> SandboxConnection:
+    """Fast-stop PostgreSQL and start it again on its port (failure tests: a server restart
+    under running processes); returns (and records) the new PID."""
+    connection = _current(connection)
+    state_dir = Path(connection.state_dir)
+    user = _postgres.server_user()
+    location = _state.location(state_dir, connection, user)
+    marker = _state.markers(state_dir, location)["postgres"]
+    _state.stop_one("postgres", connection.pids["postgres"], marker, location)
+    ports, pids = dict(connection.ports), dict(connection.pids)
+
+    def spawn(port: int) -> int:
+        return _postgres.start(location, user, port, _state.log_file(state_dir, "postgres"))
+
+    def stop(pid: int) -> None:
+        _state.stop_one("postgres", pid, marker, location)
+
+    _launch(
+        state_dir,
+        "postgres",
+        ports,
+        pids,
+        timeout,
+        spawn,
+        functools.partial(_postgres.answers, location),
+        stop,
+    )
+    if ports["postgres"] != connection.ports["postgres"]:
+        stop(pids["postgres"])
+        raise SandboxError(
+            f"postgresql's port {connection.ports['postgres']} was taken meanwhile; "
+            "restart the sandbox"
+        )
+    updated = dataclasses.replace(connection, pids=pids)
+    _state.write_atomically(state_dir / _state.STATE_FILE, updated.to_json())
+    return updated

@@ -1,23 +1,68 @@
-"""Metrics render in Prometheus text format."""
+"""Relay metrics: labelled Prometheus series, and a lag that grows while a batch is stuck."""
 
 from __future__ import annotations
 
+import socket
 import urllib.request
 
-from pgshovel.relay.metrics import MetricsServer, RelayMetrics
+import pytest
+
+from pgshovel.errors import ConfigurationError
+from pgshovel.metrics import exposition, serve
+from pgshovel.relay.metrics import RelayMetrics
+
+LABELS = 'cluster="main",set="orders"'
 
 
-def test_render_and_serve() -> None:
-    metrics = RelayMetrics(batches=3, events=42, lag_seconds=0.25)
-    text = metrics.render()
-    assert "pgshovel_relay_events_total 42" in text
+def test_series_carry_cluster_and_set() -> None:
+    metrics = RelayMetrics(batches=3, events=42, epoch=7, leader=True)
+    text = exposition("pgshovel_relay", ("main", "orders"), metrics.series())
+    assert f"pgshovel_relay_events_total{{{LABELS}}} 42.0" in text
+    assert f"pgshovel_relay_epoch{{{LABELS}}} 7.0" in text
+    assert f"pgshovel_relay_leader{{{LABELS}}} 1.0" in text
     assert "# TYPE pgshovel_relay_batches_total counter" in text
-    server = MetricsServer(metrics, "127.0.0.1", 0)
+    assert f"pgshovel_relay_lag_seconds{{{LABELS}}} 0.0" in text
+
+
+def test_lag_is_the_age_of_the_oldest_unpublished_change() -> None:
+    metrics = RelayMetrics()
+    assert metrics.lag_seconds(now=1000.0) == 0.0
+    # a batch from a tick 20 s old: until its events are read, the tick bounds the age
+    metrics.taken(start_tick_seconds=980.0)
+    assert metrics.lag_seconds(now=1000.0) == 20.0
+    # the oldest event is younger than the tick: the event's time counts
+    metrics.refine(oldest_event_seconds=990.0, start_tick_seconds=980.0)
+    assert metrics.lag_seconds(now=1000.0) == 10.0
+    # a long transaction's event time is older than the tick: the tick counts
+    metrics.refine(oldest_event_seconds=900.0, start_tick_seconds=980.0)
+    assert metrics.lag_seconds(now=1000.0) == 20.0
+    # stuck (Kafka down): the same batch is taken again; the lag keeps growing
+    metrics.taken(start_tick_seconds=999.0)
+    assert metrics.lag_seconds(now=1030.0) == 50.0
+    lag = metrics.published()
+    assert lag > 0 and metrics.batch_lag_seconds == lag
+    assert metrics.lag_seconds() == 0.0
+
+
+def test_served_over_http() -> None:
+    metrics = RelayMetrics(batches=3)
+    endpoint = serve("pgshovel_relay", ("main", "orders"), metrics.series(), "127.0.0.1", 0)
     try:
-        url = f"http://127.0.0.1:{server.port}/metrics"
+        metrics.batches = 5
+        url = f"http://127.0.0.1:{endpoint.port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             body = response.read().decode()
-        assert "pgshovel_relay_batches_total 3" in body
-        assert "pgshovel_relay_lag_seconds 0.25" in body
+        assert f"pgshovel_relay_batches_total{{{LABELS}}} 5.0" in body
     finally:
-        server.close()
+        endpoint.close()
+
+
+def test_a_taken_port_is_a_one_line_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            ConfigurationError, match=f"metrics port {port} on 127.0.0.1 is already"
+        ):
+            serve("pgshovel_relay", ("main", "orders"), RelayMetrics().series(), "127.0.0.1", port)

@@ -1,0 +1,143 @@
+"""What runs for a set, for ``set inspect``: the leading relay, the queue's backlog, the workers.
+
+Read from where each fact lives: the relay's election node in ZooKeeper (its
+lock's contenders, and the node version that is the epoch), PgQ's consumer
+and queue info in the source, and the workers' ephemeral status nodes (see
+``pgshovel.replication.status``). ``read_*`` do the I/O; ``*_lines`` are pure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg2.extensions
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from pgshovel.cluster import names
+from pgshovel.source import translating
+
+
+@dataclass(frozen=True)
+class RelayActivity:
+    """The relay election of a set."""
+
+    #: live contenders, the leader first (empty: no relay runs)
+    contenders: tuple[str, ...] = ()
+    #: the epoch of the last leader (the node's version), None if no relay ever ran
+    epoch: int | None = None
+    #: who led last (the node's data)
+    last_leader: str = ""
+
+
+@dataclass(frozen=True)
+class QueueActivity:
+    """The set's PgQ queue as the relay's consumer sees it."""
+
+    #: events in ticks the relay has not finished yet
+    pending_events: int
+    #: events written after the last tick (not in any batch yet)
+    untick_events: int
+    #: seconds since the tick the relay finished last
+    consumer_lag: float
+    #: seconds since the relay last finished a batch
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class WorkerActivity:
+    """One worker's status node."""
+
+    name: str
+    document: dict[str, Any] = field(default_factory=dict)
+
+
+def read_relay(client: KazooClient, cluster: str, set_name: str) -> RelayActivity:
+    path = names.relay_path(cluster, set_name)
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return RelayActivity()
+    contenders = tuple(str(item) for item in client.Lock(path).contenders())
+    return RelayActivity(contenders, int(stat.version), data.decode("utf-8", "replace"))
+
+
+def read_queue(conn: psycopg2.extensions.connection, queue: str) -> QueueActivity | None:
+    """None when the queue or the relay's consumer registration is missing."""
+    with translating(f"reading the state of queue {queue!r}"):
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.pending_events, extract(epoch FROM c.lag), "
+                "extract(epoch FROM c.last_seen), q.ev_new "
+                "FROM pgq.get_consumer_info(%s, %s) c, pgq.get_queue_info(%s) q",
+                (queue, names.CONSUMER, queue),
+            )
+            row = cursor.fetchone()
+        conn.rollback()
+    if row is None:
+        return None
+    pending, lag, seen, new = row
+    return QueueActivity(int(pending or 0), int(new or 0), float(lag or 0), float(seen or 0))
+
+
+def read_workers(client: KazooClient, cluster: str, set_name: str) -> list[WorkerActivity]:
+    parent = names.workers_path(cluster, set_name)
+    try:
+        children = sorted(client.get_children(parent))
+    except NoNodeError:
+        return []
+    workers = []
+    for child in children:
+        try:
+            data, _ = client.get(f"{parent}/{child}")
+            document = json.loads(data.decode("utf-8"))
+        except (NoNodeError, ValueError):
+            continue  # gone meanwhile, or not a status this version writes
+        except KazooException:
+            raise
+        workers.append(WorkerActivity(child, document if isinstance(document, dict) else {}))
+    return workers
+
+
+def relay_lines(relay: RelayActivity) -> list[str]:
+    if relay.epoch is None:
+        return ["relay: none has run yet"]
+    if not relay.contenders:
+        return [f"relay: none running (last leader {relay.last_leader}, epoch {relay.epoch})"]
+    lines = [f"relay: {relay.contenders[0]} leads, epoch {relay.epoch}"]
+    lines += [f"  standing by: {name}" for name in relay.contenders[1:]]
+    return lines
+
+
+def queue_lines(queue: QueueActivity | None) -> list[str]:
+    if queue is None:
+        return ["backlog: unknown (queue or consumer missing)"]
+    waiting = queue.pending_events + queue.untick_events
+    if waiting == 0:
+        return [f"backlog: 0 events (relay finished a batch {queue.last_seen:.1f}s ago)"]
+    return [
+        f"backlog: {waiting} event(s) not yet published, the oldest at most "
+        f"{queue.consumer_lag:.1f}s old (relay finished a batch {queue.last_seen:.1f}s ago)"
+    ]
+
+
+def worker_lines(workers: list[WorkerActivity], now: float) -> list[str]:
+    if not workers:
+        return ["workers: none running"]
+    lines = ["workers:"]
+    for worker in workers:
+        doc = worker.document
+        age = now - float(doc.get("updated", now))
+        lines.append(
+            f"  {worker.name}: {doc.get('target', '?')}, {doc.get('phase', '?')}, "
+            f"offset {doc.get('offset', '?')}, lag {float(doc.get('lag_seconds', 0)):.1f}s "
+            f"({doc.get('lag_messages', '?')} message(s)), updated {age:.0f}s ago"
+        )
+        for task in doc.get("tasks", ()):
+            lines.append(
+                f"    {task.get('purpose', '?')} of {task.get('table', '?')}: "
+                f"{task.get('rows', 0)}/~{task.get('estimate', 0)} rows"
+            )
+    return lines

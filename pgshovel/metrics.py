@@ -1,0 +1,113 @@
+"""Serving Prometheus metrics: one registry per process, every series labelled cluster and set.
+
+Relay and worker keep their figures in plain attributes their loops update
+(no lock, no library call on the hot path); a collector turns them into metric
+families when Prometheus scrapes. ``serve`` starts ``prometheus_client``'s HTTP
+server on a port of the configuration; a port that is taken is a one-line
+``ConfigurationError`` naming it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from pgshovel.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+#: the labels every pgshovel series carries
+LABELS = ("cluster", "set")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One metric: name (without prefix), kind, help, and how to read its value(s).
+
+    ``read`` returns a number, or for a labelled family a list of
+    ``(extra label values, number)``.
+    """
+
+    name: str
+    kind: str  # "counter" or "gauge"
+    text: str
+    read: Callable[[], float | list[tuple[tuple[str, ...], float]]]
+    extra_labels: tuple[str, ...] = ()
+
+
+class FigureCollector(Collector):
+    """Yields ``series`` as metric families named ``<prefix>_<name>``."""
+
+    def __init__(self, prefix: str, labels: tuple[str, str], series: Iterable[Series]) -> None:
+        self.prefix = prefix
+        self.labels = labels
+        self.series = tuple(series)
+
+    def collect(self) -> Iterator[Metric]:
+        for item in self.series:
+            name = f"{self.prefix}_{item.name}"
+            label_names = [*LABELS, *item.extra_labels]
+            family: CounterMetricFamily | GaugeMetricFamily
+            if item.kind == "counter":
+                family = CounterMetricFamily(name, item.text, labels=label_names)
+            else:
+                family = GaugeMetricFamily(name, item.text, labels=label_names)
+            value = item.read()
+            samples = value if isinstance(value, list) else [((), value)]
+            for extra, number in samples:
+                family.add_metric([*self.labels, *extra], float(number))
+            yield family
+
+
+class MetricsEndpoint:
+    """``http://host:port/metrics`` for one registry; ``close()`` stops it."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        try:
+            server, thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ConfigurationError(
+                    f"metrics port {port} on {host} is already in use; set metrics_port to a "
+                    "free port (or null to serve no metrics)"
+                ) from error
+            raise ConfigurationError(
+                f"cannot serve metrics on {host}:{port}: {error.strerror or error}; "
+                "check metrics_host and metrics_port"
+            ) from error
+        self._server: WSGIServer = server
+        self._thread: threading.Thread = thread
+        self.port = int(server.server_address[1])
+        logger.info("metrics on http://%s:%d/metrics", host, self.port)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def serve(
+    prefix: str, labels: tuple[str, str], series: Iterable[Series], host: str, port: int
+) -> MetricsEndpoint:
+    """Serve ``series`` on ``host:port`` from a registry of their own."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FigureCollector(prefix, labels, series))
+    return MetricsEndpoint(registry, host, port)
+
+
+def exposition(prefix: str, labels: tuple[str, str], series: Iterable[Series]) -> str:
+    """The text a scrape would return (for tests and ``--debug`` dumps)."""
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FigureCollector(prefix, labels, series))
+    return generate_latest(registry).decode()

@@ -1,0 +1,184 @@
+"""The worker's figures, and the Prometheus series made of them (``pgshovel_worker_*``).
+
+Apply lag is the age of the oldest source change read from the stream but not
+yet committed to the target, in seconds: set when a micro-batch is read (its
+first batch's oldest change: the later of the batch's start tick, after which
+it committed, and its event time), kept through failures and retries (so it
+grows while the target is unreachable), and cleared when the target committed
+it; an idle stream (nothing to read) means 0. ``batch_lag_seconds`` is that age
+at the moment of the last commit: source commit to target commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pgshovel.metrics import Series
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.state import WorkerState
+
+
+def oldest_change_seconds(batches: Sequence[CommittedBatch]) -> float | None:
+    """A lower bound of when the oldest change of ``batches`` committed (epoch seconds)."""
+    for batch in batches:
+        start = batch.begin.start.timestamp / 1e6
+        if batch.mutations:
+            return max(start, batch.mutations[0].timestamp / 1e6)
+        if start:
+            return start
+    return None
+
+
+@dataclass
+class WorkerMetrics:
+    """Counters and gauges; updated by the worker loop, read by the HTTP thread."""
+
+    micro_batches: int = 0
+    batches: int = 0
+    mutations: int = 0
+    rows: int = 0
+    errors: int = 0
+    #: epoch seconds of the oldest change read but not yet applied; None when none is
+    pending_since: float | None = None
+    batch_lag_seconds: float = 0.0
+    #: offset of the last message applied (-1 before the first)
+    offset: int = -1
+    #: messages between the stream's end and the position, as the stream last saw it
+    lag_messages: int = 0
+    streaming: bool = False
+    #: the state last stored (its tasks give the snapshot progress)
+    state: WorkerState | None = None
+
+    def lag_seconds(self, now: float | None = None) -> float:
+        if self.pending_since is None:
+            return 0.0
+        return max(0.0, (time.time() if now is None else now) - self.pending_since)
+
+    def read(self, batches: Sequence[CommittedBatch]) -> None:
+        """A micro-batch was read; a retry of the same changes keeps the older time."""
+        oldest = oldest_change_seconds(batches)
+        if oldest is not None and (self.pending_since is None or oldest < self.pending_since):
+            self.pending_since = oldest
+
+    def applied(self, batches: int, mutations: int, rows: int, state: WorkerState) -> float:
+        """The target committed a micro-batch; returns its lag (source to target commit)."""
+        self.batch_lag_seconds = self.lag_seconds()
+        self.pending_since = None
+        self.micro_batches += 1
+        self.batches += batches
+        self.mutations += mutations
+        self.rows += rows
+        self.state = state
+        if state.position is not None:
+            self.offset = state.position.offset
+        return self.batch_lag_seconds
+
+    def idle(self, state: WorkerState, lag_messages: int) -> None:
+        """Nothing to read: everything the stream held is applied."""
+        self.pending_since = None
+        self.lag_messages = lag_messages
+        self.state = state
+
+    def series(self) -> list[Series]:
+        return [
+            Series("micro_batches_total", "counter", "Micro-batches applied.", self._micro),
+            Series("batches_total", "counter", "Source batches applied.", self._batches),
+            Series("mutations_total", "counter", "Mutations applied.", self._mutations),
+            Series("rows_total", "counter", "Target rows written.", self._rows),
+            Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
+            Series(
+                "apply_lag_seconds",
+                "gauge",
+                "Age of the oldest source change read but not yet committed to the target.",
+                self.lag_seconds,
+            ),
+            Series(
+                "batch_lag_seconds",
+                "gauge",
+                "Source commit to target commit of the last applied micro-batch.",
+                self._batch_lag,
+            ),
+            Series("offset", "gauge", "Stream offset of the last applied message.", self._offset),
+            Series(
+                "lag_messages",
+                "gauge",
+                "Messages between the stream's end and the worker's position.",
+                self._lag_messages,
+            ),
+            Series("streaming", "gauge", "1 once the snapshot is loaded.", self._streaming),
+            Series(
+                "snapshot_rows",
+                "gauge",
+                "Rows copied (or compared) so far by each incremental snapshot task.",
+                self._snapshot_rows,
+                ("table", "purpose"),
+            ),
+            Series(
+                "snapshot_rows_estimated",
+                "gauge",
+                "The planner's estimate of each incremental snapshot task's rows.",
+                self._snapshot_estimates,
+                ("table", "purpose"),
+            ),
+            Series(
+                "snapshot_ranges_remaining",
+                "gauge",
+                "Key ranges each incremental snapshot task has still to do.",
+                self._snapshot_ranges,
+                ("table", "purpose"),
+            ),
+        ]
+
+    def _micro(self) -> float:
+        return self.micro_batches
+
+    def _batches(self) -> float:
+        return self.batches
+
+    def _mutations(self) -> float:
+        return self.mutations
+
+    def _rows(self) -> float:
+        return self.rows
+
+    def _errors(self) -> float:
+        return self.errors
+
+    def _batch_lag(self) -> float:
+        return self.batch_lag_seconds
+
+    def _offset(self) -> float:
+        return self.offset
+
+    def _lag_messages(self) -> float:
+        return self.lag_messages
+
+    def _streaming(self) -> float:
+        return int(self.streaming)
+
+    def _tasks(self, value: str) -> list[tuple[tuple[str, ...], float]]:
+        state = self.state
+        if state is None:
+            return []
+        totals: dict[tuple[str, ...], float] = {}
+        for task in state.tasks:
+            labels = (f"{task.schema}.{task.table}", str(task.purpose))
+            if value == "rows":
+                number = float(task.rows)
+            elif value == "estimate":
+                number = float(task.estimate)
+            else:
+                number = float(len(task.ranges) - len(task.done))
+            totals[labels] = totals.get(labels, 0.0) + number
+        return list(totals.items())
+
+    def _snapshot_rows(self) -> list[tuple[tuple[str, ...], float]]:
+        return self._tasks("rows")
+
+    def _snapshot_estimates(self) -> list[tuple[tuple[str, ...], float]]:
+        return self._tasks("estimate")
+
+    def _snapshot_ranges(self) -> list[tuple[tuple[str, ...], float]]:
+        return self._tasks("ranges")

@@ -1,0 +1,196 @@
+"""Lost database connections under a workload: relay and worker ride them out, nothing is lost.
+
+Twice each, while threads keep writing: the relay's source backends are
+terminated, the worker's target backends are terminated, and PostgreSQL (source
+and target alike) is restarted. These are transient faults: with the default
+``on_error: exit`` neither process exits or needs a hand, the relay's epoch does
+not move (no leadership change happened), and the copy converges row for row.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from kazoo.client import KazooClient
+
+from pgshovel.cluster import names
+from pgshovel.sandbox import SandboxConnection, restart_postgres
+from tests.integration.capture._capture import SET, install
+from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+
+from ._stack import WorkerProcess, wait_caught_up, wait_until, worker_state, write_replication_yml
+from .test_schema_changes import source_rows
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
+
+SCHEMA = """
+CREATE TABLE accounts (id integer PRIMARY KEY, balance bigint NOT NULL, note text);
+INSERT INTO accounts SELECT g, 0, 'n' || g FROM generate_series(1, 500) g;
+"""
+
+
+class ResilientWriter:
+    """Threads that write through every fault: a lost connection is reopened, never fatal."""
+
+    def __init__(self, dsn: str, threads: int = 2) -> None:
+        self.dsn = dsn
+        self.committed = 0
+        self.reconnects = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(threads)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def _run(self, index: int) -> None:
+        rng = random.Random(index)
+        connection: Any = None
+        while not self._stop.is_set():
+            try:
+                if connection is None or connection.closed:
+                    connection = psycopg2.connect(self.dsn, connect_timeout=5)
+                with connection.cursor() as cursor:
+                    key = rng.randrange(1, 800)
+                    if rng.random() < 0.7:
+                        cursor.execute(
+                            "INSERT INTO accounts VALUES (%s, %s, 'w') ON CONFLICT (id) "
+                            "DO UPDATE SET balance = accounts.balance + EXCLUDED.balance",
+                            (key, rng.randrange(1, 100)),
+                        )
+                    else:
+                        cursor.execute("DELETE FROM accounts WHERE id = %s", (key,))
+                connection.commit()
+                with self._lock:
+                    self.committed += 1
+            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                with self._lock:
+                    self.reconnects += 1
+                if connection is not None:
+                    connection.close()
+                connection = None
+                self._stop.wait(0.5)
+            self._stop.wait(0.01)
+        if connection is not None:
+            connection.close()
+
+
+def terminate(dsn: str, application_name: str) -> int:
+    """Terminate every backend of ``application_name`` (prefix match) on the server."""
+    connection = psycopg2.connect(dsn)
+    try:
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name LIKE %s",
+                (application_name + "%",),
+            )
+            row = cursor.fetchone()
+    finally:
+        connection.close()
+    return int(row[0]) if row else 0
+
+
+def relay_epoch(zookeeper: KazooClient, cluster: str) -> int:
+    _data, stat = zookeeper.get(names.relay_path(cluster, SET))
+    return int(stat.version)
+
+
+def test_relay_and_worker_ride_out_lost_connections_and_restarts(
+    sandbox: SandboxConnection,
+    make_database: Any,
+    zookeeper: KazooClient,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+    processes: list[Any],
+) -> None:
+    source = make_database("source")
+    target = make_database("target")
+    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
+        cursor.execute(SCHEMA)
+    connection.close()
+    install(zookeeper, cluster_name, source, [{"name": "accounts"}])
+    configuration = write_replication_yml(
+        tmp_path / "replication.yml",
+        kafka_config,
+        topic_of(cluster_name),
+        {
+            "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
+            "configuration": {"dsn": target},
+        },
+    )
+    relay = RelayProcess(
+        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
+    )
+    processes.append(relay)
+    worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
+    processes.append(worker)
+
+    def stored_offset() -> int | None:
+        try:
+            state = worker_state(target, cluster_name)
+        except Exception:  # the server is restarting: no answer yet
+            return None
+        return None if state is None else state[1]
+
+    wait_until(
+        lambda: stored_offset() is not None,
+        "the worker to stream",
+        180,
+        worker.alive,
+        worker.output,
+    )
+    epoch = relay_epoch(zookeeper, cluster_name)
+    writer = ResilientWriter(source)
+    writer.start()
+    faults: list[str] = []
+    try:
+        for round_number in range(2):
+            time.sleep(2.0)
+            killed = terminate(sandbox.postgres_dsn, "pgshovel-relay")
+            faults.append(f"relay backends {killed}")
+            time.sleep(2.0)
+            killed = terminate(sandbox.postgres_dsn, "pgshovel-replicate target")
+            faults.append(f"worker target backends {killed}")
+            time.sleep(2.0)
+            restart_postgres(sandbox)
+            faults.append(f"postgresql restart {round_number + 1}")
+            assert relay.alive(), relay.output()[-3000:]
+            assert worker.alive(), worker.output()[-3000:]
+        time.sleep(3.0)
+    finally:
+        writer.stop()
+    assert writer.committed > 200, f"the writers kept writing ({writer.committed})"
+    assert "relay backends 0" not in faults, faults
+    assert "worker target backends 0" not in faults, faults
+    wait_caught_up(
+        source,
+        cluster_name,
+        kafka_config,
+        topic_of(cluster_name),
+        stored_offset,
+        worker.alive,
+        worker.output,
+        timeout=240,
+    )
+    assert relay.alive() and worker.alive(), "no process needed a hand"
+    assert relay_epoch(zookeeper, cluster_name) == epoch, "no leadership change, no new epoch"
+    assert source_rows(target, "accounts") == source_rows(source, "accounts")
+    assert worker.stop() == 0, worker.output()[-3000:]
+    assert relay.stop() == 0, relay.output()[-3000:]
+    relay_log = (tmp_path / "relay.log").read_text()
+    assert relay_log.count("leading ") == 1, "the relay led once, throughout"

@@ -1,0 +1,98 @@
+"""Relay lag is the age of the oldest change not yet published, honest when the relay is stuck.
+
+A relay stopped for 20 s with changes queued reports a lag of at least 20 s
+at its first batch; with Kafka stopped, its ``lag_seconds`` metric grows from
+scrape to scrape, and it is 0 again once the queue is drained. Every series
+carries the cluster and set labels.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pgshovel.sandbox import SandboxConnection, start_kafka, stop_kafka
+from tests.integration.capture._capture import SET
+from tests.integration.relay._relay import RelayProcess, queue_drained, wait_for, write_relay_yml
+from tests.integration.relay.test_kafka_outage import _kafka_running, insert_rows
+from tests.integration.relay.test_relay import prepare
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+STOPPED_SECONDS = 20
+_BATCH = re.compile(r"batch \d+: (\d+) events, \d+ bytes, [\d.]+s, lag ([\d.]+)s")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape(port: int, name: str, cluster: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body = response.read().decode()
+    labels = f'cluster="{cluster}",set="{SET}"'
+    match = re.search(rf"^pgshovel_relay_{name}\{{{re.escape(labels)}\}} (\S+)$", body, re.M)
+    assert match is not None, f"no {name} series labelled {labels} in:\n{body}"
+    return float(match.group(1))
+
+
+def test_lag_counts_from_the_oldest_unpublished_change(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    tmp_path: Path,
+) -> None:
+    prepare(database, zookeeper, cluster_name)
+    port = free_port()
+    config = write_relay_yml(
+        tmp_path, sandbox, metrics_port=port, flush_timeout=3.0, retry_interval=0.5
+    )
+    first = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay-1.log")
+    try:
+        insert_rows(database, 1, 100)
+        wait_for(lambda: queue_drained(database, cluster_name), 60, "the relay", first.output)
+    finally:
+        assert first.stop() == 0, first.output()
+    insert_rows(database, 1_000, 500)
+    time.sleep(STOPPED_SECONDS)
+    second = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay-2.log")
+    kafka_stopped = False
+    try:
+        wait_for(lambda: queue_drained(database, cluster_name), 60, "the relay", second.output)
+        batches = [(int(n), float(lag)) for n, lag in _BATCH.findall(second.output())]
+        with_events = [lag for events, lag in batches if events > 0]
+        assert with_events, second.output()
+        assert with_events[0] >= STOPPED_SECONDS, f"first batch after the stop: {batches}"
+        assert scrape(port, "lag_seconds", cluster_name) == 0.0, "drained: no lag"
+
+        stop_kafka(sandbox)
+        kafka_stopped = True
+        insert_rows(database, 5_000, 100)
+        outage = lambda: "retrying with backoff" in second.output()  # noqa: E731
+        wait_for(outage, 45, "the outage", second.output)
+        early = scrape(port, "lag_seconds", cluster_name)
+        time.sleep(3.0)
+        later = scrape(port, "lag_seconds", cluster_name)
+        assert 0 < early < later, (early, later)
+        assert later - early >= 2.5, "the lag grows with the clock while the batch is stuck"
+        assert scrape(port, "errors_total", cluster_name) >= 1
+        assert scrape(port, "leader", cluster_name) == 1.0
+
+        start_kafka(sandbox)
+        kafka_stopped = False
+        wait_for(lambda: queue_drained(database, cluster_name), 90, "recovery", second.output)
+        assert scrape(port, "lag_seconds", cluster_name) == 0.0
+        assert scrape(port, "batch_lag_seconds", cluster_name) >= later
+    finally:
+        if kafka_stopped and not _kafka_running(sandbox):
+            start_kafka(sandbox)
+        code = second.stop()
+    assert code == 0, second.output()
