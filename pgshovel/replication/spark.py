@@ -1,12 +1,32 @@
-"""Start the worker's SparkSession from the ``spark:`` settings, with Spark's logging quiet."""
+"""Start the worker's SparkSession from the ``spark:`` settings, with Spark's logging quiet.
+
+PySpark (with pyarrow and pandas) is the optional ``spark`` extra: nothing is
+imported from it until the worker starts, and :func:`require_spark` turns its
+absence into one line saying what to install.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any
 
+from pgshovel.errors import ConfigurationError
 from pgshovel.replication.config import SparkSettings
+
+#: What ``pip install 'pgshovel[spark]'`` adds, by import name.
+SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
+
+
+def require_spark() -> None:
+    """Raise a ``ConfigurationError`` naming the ``spark`` extra when a module of it is missing."""
+    missing = [name for name in SPARK_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(
+            f"pgshovel-replicate needs {', '.join(missing)}, not installed in "
+            f"{sys.prefix}: install the worker with pip install 'pgshovel[spark]'"
+        )
 
 
 def spark_session(settings: SparkSettings) -> Any:

@@ -44,6 +44,7 @@ def state_dir_option(command: F) -> F:
     show_default=True,
     help="Logging level. Env: PGSHOVEL_LOG_LEVEL.",
 )
+@_cli.version_option
 def sandbox(log_level: str) -> None:
     """Local PostgreSQL (with PgQ), ZooKeeper and Kafka for demos and tests."""
     _cli.configure_logging(log_level)
