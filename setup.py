@@ -1,12 +1,39 @@
-"""Package metadata and console scripts for pgshovel."""
+"""Package metadata and console scripts for pgshovel.
+
+``pip install pgshovel`` brings the admin, relay and sandbox commands; the
+replication worker (``pgshovel-replicate``) needs the ``spark`` extra
+(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas). ``dev``
+is everything, for working on pgshovel (``make setup``).
+"""
+
+import re
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
+HERE = Path(__file__).resolve().parent
+# One version: pgshovel.__version__ (recorded in ZooKeeper by `cluster initialize`).
+_VERSION = re.search(
+    r'^__version__ = "([^"]+)"$',
+    (HERE / "pgshovel" / "__init__.py").read_text(encoding="utf-8"),
+    re.MULTILINE,
+)
+if _VERSION is None:
+    raise SystemExit('setup.py: pgshovel/__init__.py has no line __version__ = "..."')
+VERSION = _VERSION.group(1)
+
+SPARK = [
+    "pyspark>=4.0,<5",
+    # Spark's Python data sources and the Parquet target need pyarrow and pandas (< 3).
+    "pyarrow>=14",
+    "pandas>=2,<3",
+]
+
 setup(
     name="pgshovel",
-    version="0.1.0",
+    version=VERSION,
     description="Change data capture for PostgreSQL: PgQ triggers, Kafka, PySpark replication",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
@@ -20,10 +47,8 @@ setup(
         "protobuf>=4.21,<8",
         # librdkafka 3 drops brokers older than 0.10; the sandbox runs 0.9.
         "confluent-kafka>=2.3,<3",
-        "pyspark>=4.0,<5",
-        # Spark's Python data sources need pyarrow and pandas (< 3).
-        "pyarrow>=14",
-        "pandas>=2,<3",
+        # The codec prints float4 values as PostgreSQL does (pgshovel/stream/_codec_float.py).
+        "numpy>=1.24",
         "pyyaml>=6",
         "click>=8.1",
         # Typed, frozen configuration models (relay.yml, replication.yml, set files).
@@ -34,7 +59,9 @@ setup(
         "tenacity>=8.2",
     ],
     extras_require={
+        "spark": SPARK,
         "dev": [
+            *SPARK,
             "pytest>=8",
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",
@@ -43,6 +70,9 @@ setup(
             "types-PyYAML",
             "types-psycopg2",
             "types-protobuf",
+            # tests/unit/example/test_docker_compose.py validates against the Compose schema.
+            "jsonschema>=4.18",
+            "types-jsonschema",
         ],
     },
     entry_points={

@@ -10,13 +10,15 @@ outcomes give the same transactions, so runs can be compared.
 
 Clients never share orders (each owns the seed orders whose id is congruent to
 its index, plus the ones it creates) and allocate ids from disjoint ranges, so
-concurrent clients do not fight over the same rows.
+concurrent clients do not fight over the same rows. The ranges start above
+every id already in the shop (:func:`first_free_id`), so a second run of the
+workload on the same database creates new rows instead of duplicate keys.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -152,12 +154,15 @@ class ClientState:
     orders: dict[int, str] = field(default_factory=dict)
     own_customers: list[int] = field(default_factory=list)
     allocated: int = 0
+    # Where new ids start: above every id in the shop (see first_free_id).
+    order_id_base: int = ORDER_ID_BASE
+    customer_id_base: int = CUSTOMER_ID_BASE
 
     def next_order_id(self) -> int:
-        return self._allocate(ORDER_ID_BASE)
+        return self._allocate(self.order_id_base)
 
     def next_customer_id(self) -> int:
-        return self._allocate(CUSTOMER_ID_BASE)
+        return self._allocate(self.customer_id_base)
 
     def _allocate(self, base: int) -> int:
         # Disjoint per client: base + index, base + index + clients, ...
@@ -180,6 +185,11 @@ class ClientState:
             elif isinstance(operation, NewCustomer):
                 self.customer_ids.append(operation.customer_id)
                 self.own_customers.append(operation.customer_id)
+
+
+def first_free_id(existing: Iterable[int], base: int) -> int:
+    """Where a run's new ids start: ``base``, or above the largest id already there."""
+    return max(base, max(existing, default=base - 1) + 1)
 
 
 def owned_orders(orders: Mapping[int, str], index: int, clients: int) -> dict[int, str]:

@@ -177,7 +177,11 @@ class Demo:
                 state_dir.chmod(0o755)
             if not self.options.keep_sandbox:
                 self.cleanups.append(("sandbox", lambda: sandbox.stop(state_dir)))
-        return sandbox.start(state_dir)
+        connection = sandbox.start(state_dir)
+        if not already and self.options.keep_sandbox:
+            # So that `pgshovel-sandbox env` finds it from any directory, as after `up`.
+            sandbox.remember(state_dir)
+        return connection
 
     def create_databases(self, connection: sandbox.SandboxConnection) -> tuple[str, str]:
         prefix = self.options.database_prefix

@@ -11,6 +11,9 @@ cascade), product price changes, customers and their jsonb preferences, and
 now and then an order moved to a new primary key. A share of transactions
 (``aborted_ratio``) ends in ROLLBACK on purpose: none of their changes may
 reach the replica. ``--populate`` loads seed data first (an empty shop needs it).
+Runs can be repeated on the same database: ``--schema`` and ``--populate``
+skip what is already there, and new orders and customers get ids above the
+existing ones.
 
 From Python: ``run_workload(dsn, seconds, clients, seed)`` returns the
 :class:`WorkloadStats`; :class:`Workload` runs in the background with live
@@ -37,6 +40,8 @@ from psycopg2.extensions import cursor as Cursor
 from psycopg2.extras import Json, execute_values
 
 from example._operations import (
+    CUSTOMER_ID_BASE,
+    ORDER_ID_BASE,
     AdvanceStatus,
     CancelOrder,
     ChangePrice,
@@ -48,6 +53,7 @@ from example._operations import (
     RenumberOrder,
     Transaction,
     UpdatePreferences,
+    first_free_id,
     owned_orders,
     plan_transaction,
 )
@@ -117,6 +123,37 @@ def load_schema(dsn: str, path: Path = SCHEMA_FILE) -> None:
         ) from error
     finally:
         connection.close()
+
+
+def schema_loaded(dsn: str) -> bool:
+    """True when the example's tables exist in the database at ``dsn``."""
+    return _fetch_one(dsn, "SELECT to_regclass('orders') IS NOT NULL") is True
+
+
+def shop_is_empty(dsn: str) -> bool:
+    """True when the example's tables hold no product and no customer."""
+    return (
+        _fetch_one(
+            dsn,
+            "SELECT NOT EXISTS (SELECT FROM products) AND NOT EXISTS (SELECT FROM customers)",
+        )
+        is True
+    )
+
+
+def _fetch_one(dsn: str, query: str) -> object:
+    connection = connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(query)
+            row = cursor.fetchone()
+    except psycopg2.Error as error:
+        raise DatabaseError(
+            f"reading the shop failed: {str(error).strip()}; load example/schema.sql first"
+        ) from error
+    finally:
+        connection.close()
+    return None if row is None else row[0]
 
 
 def populate(dsn: str, seed: int, data: SeedData | None = None) -> SeedData:
@@ -205,6 +242,8 @@ class Workload:
                 "customer(s): populate it first (python -m example.workload --populate ...)"
             )
         self._started = time.monotonic()
+        order_id_base = first_free_id(orders, ORDER_ID_BASE)
+        customer_id_base = first_free_id(customers, CUSTOMER_ID_BASE)
         for index in range(self.clients):
             state = ClientState(
                 index=index,
@@ -212,6 +251,8 @@ class Workload:
                 product_ids=products,
                 customer_ids=list(customers),
                 orders=owned_orders(orders, index, self.clients),
+                order_id_base=order_id_base,
+                customer_id_base=customer_id_base,
             )
             thread = threading.Thread(
                 target=self._client, args=(state,), name=f"workload client {index}"
@@ -444,18 +485,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--rate", type=float, default=None, help="total transactions per second")
     parser.add_argument(
-        "--populate", action="store_true", help="insert the seed data before running"
+        "--populate",
+        action="store_true",
+        help="insert the seed data before running, unless the shop holds data",
     )
     parser.add_argument(
-        "--schema", action="store_true", help="load example/schema.sql first (implies --populate)"
+        "--schema",
+        action="store_true",
+        help="load example/schema.sql first unless its tables exist (implies --populate)",
     )
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         if arguments.schema:
-            load_schema(arguments.dsn)
+            if schema_loaded(arguments.dsn):
+                logger.info("the shop's tables exist already: not loading the schema")
+            else:
+                load_schema(arguments.dsn)
         if arguments.schema or arguments.populate:
-            populate(arguments.dsn, arguments.seed)
+            if shop_is_empty(arguments.dsn):
+                populate(arguments.dsn, arguments.seed)
+            else:
+                logger.info("the shop holds data already: not inserting the seed data")
         stats = run_workload(
             arguments.dsn,
             arguments.seconds,

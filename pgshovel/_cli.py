@@ -4,7 +4,8 @@ Every option can also come from the environment: ``--zookeeper-hosts`` from
 ``PGSHOVEL_ZOOKEEPER_HOSTS``, ``--cluster`` from ``PGSHOVEL_CLUSTER`` (click's
 ``auto_envvar_prefix``). Errors that pgshovel raises on purpose end the command
 with a one-line reason and exit status 1; nothing else prints a traceback
-unless ``--debug`` is given.
+unless ``--debug`` is given. Every command prints its version with
+``--version``, read from the installed distribution's metadata.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CLUSTER = "default"
 DEFAULT_ZOOKEEPER_HOSTS = "127.0.0.1:2181"
 ENV_PREFIX = "PGSHOVEL"
+DISTRIBUTION = "pgshovel"
+
+
+def version_option(command: F) -> F:
+    """Add ``--version``: the installed distribution's version (``pgshovel-relay 0.1.0``)."""
+    return click.version_option(
+        package_name=DISTRIBUTION,
+        message="%(prog)s %(version)s",
+        help="Show the version and exit.",
+    )(command)
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class GlobalOptions:
 
 
 def global_options(command: F) -> F:
-    """Add ``--cluster``, ``--zookeeper-hosts``, ``--log-level`` and ``--debug``."""
+    """Add ``--cluster``, ``--zookeeper-hosts``, ``--log-level``, ``--debug`` and ``--version``."""
     decorators = [
         click.option(
             "--cluster",
@@ -59,6 +70,7 @@ def global_options(command: F) -> F:
             help="Logging level. Env: PGSHOVEL_LOG_LEVEL.",
         ),
         click.option("--debug", is_flag=True, help="Show tracebacks. Env: PGSHOVEL_DEBUG."),
+        version_option,
     ]
     for decorator in reversed(decorators):
         command = decorator(command)

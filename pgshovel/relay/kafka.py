@@ -1,12 +1,13 @@
 """The Kafka writer: publishes a batch's messages in order and returns once all are acked.
 
 Ordering and durability settings (the user's ``properties`` win where they
-overlap): ``acks=all``; ``enable.idempotence=true`` when the broker speaks the
-modern protocol, otherwise (a client configured with
-``api.version.request=false``, i.e. a broker older than 0.10) one request in
-flight per connection so a retry can never reorder messages. Messages are
-produced asynchronously by ``push`` and waited for once per batch by
-``flush``: never a synchronous round trip per message.
+overlap; an empty one is left out, see ``pgshovel._kafka_properties``):
+``acks=all``; ``enable.idempotence=true`` when the broker speaks the modern
+protocol, otherwise (a client configured with ``api.version.request=false``,
+i.e. a broker older than 0.10) one request in flight per connection so a retry
+can never reorder messages. Messages are produced asynchronously by ``push``
+and waited for once per batch by ``flush``: never a synchronous round trip per
+message.
 
 After a failed ``push`` or ``flush`` the writer purges what it still holds and the relay
 starts a new publisher identity, so readers see the old publisher's open batch
@@ -21,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, ProgrammingError
 from pgshovel.protocol import stream_pb2
 from pgshovel.settings import NonEmptyText, PositiveSeconds
@@ -45,10 +47,7 @@ def producer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
         "message.timeout.ms": "0",
         "socket.keepalive.enable": "true",
     }
-    user = {
-        str(key): str(value).lower() if isinstance(value, bool) else str(value)
-        for key, value in properties.items()
-    }
+    user = client_properties(properties)
     legacy = user.get("api.version.request", "true").lower() in _LEGACY_FLAGS
     if legacy:
         settings["max.in.flight.requests.per.connection"] = "1"

@@ -16,7 +16,7 @@ from pgshovel.cluster.zookeeper import ClusterStore, connect
 from pgshovel.metrics import serve
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.config import load_configuration
-from pgshovel.replication.spark import spark_session
+from pgshovel.replication.spark import require_spark, spark_session
 from pgshovel.replication.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ def read_set_configuration(
 @process_command("pgshovel-replicate")
 def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     """Replicate SET into the target of CONFIGURATION (replication.yml)."""
+    require_spark()
     replication = load_configuration(configuration)
     set_configuration = read_set_configuration(options.zookeeper_hosts, options.cluster, set_name)
     stop = StopRequest()

@@ -1,12 +1,61 @@
-"""Start the worker's SparkSession from the ``spark:`` settings, with Spark's logging quiet."""
+"""Start the worker's SparkSession from the ``spark:`` settings, with Spark's logging quiet.
+
+Unless ``spark.conf`` sets them, the worker runs without Spark's web UI (no
+one watches a worker's job pages, and the UI would listen on every interface),
+and with a local master (``local``, ``local[N]``, ``local-cluster[...]``) the
+driver binds and advertises 127.0.0.1 (``spark.driver.bindAddress``,
+``spark.driver.host``): nothing outside the machine needs to reach it. With any
+other master the executors must reach the driver, so Spark's own defaults stay.
+
+PySpark (with pyarrow and pandas) is the optional ``spark`` extra: nothing is
+imported from it until the worker starts, and :func:`require_spark` turns its
+absence into one line saying what to install.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import sys
 from typing import Any
 
+from pgshovel.errors import ConfigurationError
 from pgshovel.replication.config import SparkSettings
+
+#: Applied unless ``spark.conf`` sets them.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+#: Also applied with a local master, unless ``spark.conf`` sets them.
+LOCAL_DRIVER_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+LOCAL_MASTERS = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
+
+#: What ``pip install 'pgshovel[spark]'`` adds, by import name.
+SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
+
+
+def require_spark() -> None:
+    """Raise a ``ConfigurationError`` naming the ``spark`` extra when a module of it is missing."""
+    missing = [name for name in SPARK_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(
+            f"pgshovel-replicate needs {', '.join(missing)}, not installed in "
+            f"{sys.prefix}: install the worker with pip install 'pgshovel[spark]'"
+        )
+
+
+def session_conf(settings: SparkSettings) -> dict[str, str]:
+    """The Spark configuration the worker starts with: pgshovel's defaults, then ``spark.conf``."""
+    conf = dict(DEFAULT_CONF)
+    if LOCAL_MASTERS.fullmatch(settings.master.strip()):
+        conf.update(LOCAL_DRIVER_CONF)
+    conf.update(settings.conf)
+    return conf
 
 
 def spark_session(settings: SparkSettings) -> Any:
@@ -20,8 +69,7 @@ def spark_session(settings: SparkSettings) -> Any:
     # Tasks run pgshovel code: by default in this very interpreter (and its virtualenv).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for key, value in settings.conf.items():
+    for key, value in session_conf(settings).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

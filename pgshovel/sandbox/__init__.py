@@ -4,7 +4,9 @@
 127.0.0.1 ports, waits until each really answers, and records how to reach them
 in ``<state_dir>/sandbox.json`` (a :class:`SandboxConnection`); ``stop`` ends them
 by PID (``terminate`` does so from a record held in memory) and ``load`` reads
-the record back; ``status`` tells which still run. Logs land in ``postgres.log``,
+the record back; ``status`` tells which still run; ``remember`` records a
+directory as the sandbox ``pgshovel-sandbox`` commands use when run elsewhere
+(see :mod:`pgshovel.sandbox._locate`). Logs land in ``postgres.log``,
 ``zookeeper.log`` and ``kafka.log`` in the state directory. Kafka's jars come from
 ``$KAFKA_HOME/libs`` when ``KAFKA_HOME`` is set, else from the project's
 ``.deps/kafka/libs`` (``make kafka``); ZooKeeper's from Debian's
@@ -18,6 +20,7 @@ tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 from pgshovel.sandbox._children import ChildProcess
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
+from pgshovel.sandbox._locate import remember
 from pgshovel.sandbox._startup import restart_postgres, start_kafka, stop_kafka
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "SandboxConnection",
     "ServiceStatus",
     "load",
+    "remember",
     "restart_postgres",
     "start",
     "start_kafka",

@@ -1,8 +1,9 @@
 """``pgshovel-sandbox up | down | status | env``: the local stack from the command line.
 
-The state directory comes from ``--state-dir`` or ``PGSHOVEL_SANDBOX_DIR`` and
-defaults to ``.sandbox``. ``eval "$(pgshovel-sandbox env)"`` points every
-pgshovel command and configuration at the running sandbox.
+The state directory comes from ``--state-dir`` or ``PGSHOVEL_SANDBOX_DIR``,
+else from the rule in :mod:`pgshovel.sandbox._locate` (the nearest
+``.sandbox``, else the one ``up`` started last). ``eval "$(pgshovel-sandbox
+env)"`` points every pgshovel command and configuration at the running sandbox.
 """
 
 from __future__ import annotations
@@ -15,25 +16,33 @@ import click
 
 from pgshovel import _cli
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _lifecycle
+from pgshovel.sandbox import _lifecycle, _locate
 from pgshovel.sandbox._connection import shell_exports
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_STATE_DIR = ".sandbox"
+STATE_DIR_HELP = (
+    "Directory holding the servers' data, logs and sandbox.json. Env: PGSHOVEL_SANDBOX_DIR. "
+    "Default: the nearest .sandbox holding a sandbox.json in the current directory or a "
+    "parent, else {fallback}."
+)
 
 
-def state_dir_option(command: F) -> F:
-    option = click.option(
+def state_dir_option(fallback: str) -> Callable[[F], F]:
+    return click.option(
         "--state-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        default=DEFAULT_STATE_DIR,
-        show_default=True,
+        default=None,
         envvar="PGSHOVEL_SANDBOX_DIR",
-        help="Directory holding the servers' data, logs and sandbox.json. "
-        "Env: PGSHOVEL_SANDBOX_DIR.",
+        help=STATE_DIR_HELP.format(fallback=fallback),
     )
-    return option(command)
+
+
+#: ``up`` creates the sandbox where it is run; the others find the one started last.
+up_state_dir = state_dir_option("./.sandbox")
+existing_state_dir = state_dir_option(
+    "the one 'up' started last (recorded in ${XDG_STATE_HOME:-~/.local/state}/pgshovel/sandbox)"
+)
 
 
 @click.group()
@@ -44,13 +53,21 @@ def state_dir_option(command: F) -> F:
     show_default=True,
     help="Logging level. Env: PGSHOVEL_LOG_LEVEL.",
 )
+@_cli.version_option
 def sandbox(log_level: str) -> None:
-    """Local PostgreSQL (with PgQ), ZooKeeper and Kafka for demos and tests."""
+    """Local PostgreSQL (with PgQ), ZooKeeper and Kafka for demos and tests.
+
+    Every command acts on the sandbox in --state-dir (env PGSHOVEL_SANDBOX_DIR)
+    if given, else on the nearest .sandbox directory holding a sandbox.json in
+    the current directory or one of its parents. Failing that, 'up' creates
+    ./.sandbox, and the other commands use the sandbox 'up' started last, so
+    they work from any directory.
+    """
     _cli.configure_logging(log_level)
 
 
 @sandbox.command()
-@state_dir_option
+@up_state_dir
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
@@ -58,29 +75,39 @@ def sandbox(log_level: str) -> None:
     show_default=True,
     help="Seconds to wait for each service to answer.",
 )
-def up(state_dir: Path, timeout: float) -> None:
+def up(state_dir: Path | None, timeout: float) -> None:
     """Start the stack (or confirm it runs); recovers from a crashed previous run."""
-    connection = _lifecycle.start(state_dir, timeout=timeout)
+    directory = _locate.for_up(state_dir)
+    connection = _lifecycle.start(directory, timeout=timeout)
+    _locate.remember(directory)
     click.echo(f"sandbox running in {connection.state_dir}")
     click.echo(f"  postgresql  {connection.postgres_dsn}")
     click.echo(f"  zookeeper   {connection.zookeeper_hosts}")
     click.echo(f"  kafka       {connection.kafka_bootstrap_servers}")
-    click.echo(f'use it from a shell with: eval "$(pgshovel-sandbox env --state-dir {state_dir})"')
+    click.echo('use it from a shell with: eval "$(pgshovel-sandbox env)"')
 
 
 @sandbox.command()
-@state_dir_option
+@existing_state_dir
 @click.option("--purge", is_flag=True, help="Also delete the state directory and all data.")
-def down(state_dir: Path, purge: bool) -> None:
+def down(state_dir: Path | None, purge: bool) -> None:
     """Stop every process of the stack; safe to repeat."""
-    _lifecycle.stop(state_dir, purge=purge)
-    click.echo(f"sandbox in {state_dir} {'purged' if purge else 'stopped'}")
+    try:
+        directory = _locate.for_existing(state_dir)
+    except SandboxError as error:
+        click.echo(f"nothing to stop: {error}")
+        return
+    _lifecycle.stop(directory, purge=purge)
+    if purge:
+        _locate.forget(directory)
+    click.echo(f"sandbox in {directory} {'purged' if purge else 'stopped'}")
 
 
 @sandbox.command()
-@state_dir_option
-def status(state_dir: Path) -> None:
+@existing_state_dir
+def status(state_dir: Path | None) -> None:
     """Show each service's PID, port and whether it runs; exit 1 if any is down."""
+    state_dir = _locate.for_existing(state_dir)
     report = _lifecycle.status(state_dir)
     for service in report:
         state = "running" if service.running else "down"
@@ -91,9 +118,10 @@ def status(state_dir: Path) -> None:
 
 
 @sandbox.command()
-@state_dir_option
-def env(state_dir: Path) -> None:
+@existing_state_dir
+def env(state_dir: Path | None) -> None:
     """Print shell exports (PGSHOVEL_*) for the running sandbox."""
+    state_dir = _locate.for_existing(state_dir)
     down = [service.name for service in _lifecycle.status(state_dir) if not service.running]
     if down:
         raise SandboxError(

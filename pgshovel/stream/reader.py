@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from google.protobuf.message import DecodeError
 
+from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, StreamError
 from pgshovel.protocol import stream_pb2
 
@@ -26,7 +27,10 @@ PARTITION = 0
 
 
 def consumer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
-    """The librdkafka settings of a reader; the user's ``properties`` win where they overlap."""
+    """The librdkafka settings of a reader; the user's ``properties`` win where they overlap.
+
+    An empty property is left out (see ``pgshovel._kafka_properties``).
+    """
     settings = {
         "bootstrap.servers": bootstrap_servers,
         "group.id": "pgshovel-replicate",
@@ -35,8 +39,7 @@ def consumer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
         "auto.offset.reset": "error",
         "enable.partition.eof": "false",
     }
-    for key, value in properties.items():
-        settings[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    settings.update(client_properties(properties))
     return settings
 
 

@@ -116,20 +116,31 @@ def test_sandbox_json_records_the_running_services(sandbox: SandboxConnection) -
 
 @pytest.mark.slow
 def test_cli_up_status_env_down(tmp_path: Path) -> None:
-    state_dir = tmp_path / "cli-sandbox"
+    """As the README uses it: ``up`` in a project, the other commands from anywhere."""
+    project = tmp_path / "project"
+    inside = project / "src" / "deep"
+    inside.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state_dir = project / ".sandbox"
+
+    def cli(cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+        return _cli(tmp_path / "xdg-state", cwd, *arguments)
+
     try:
-        up = _cli("up", state_dir)
+        up = cli(project, "up")  # no --state-dir: ./.sandbox
         assert up.returncode == 0, up.stderr
         pids = load(state_dir).pids
         assert set(pids) == {"postgres", "zookeeper", "kafka"}
 
-        again = _cli("up", state_dir)
+        again = cli(inside, "up")  # the project's, found from a subdirectory
         assert again.returncode == 0 and "already running" in again.stderr
         assert load(state_dir).pids == pids
 
-        assert _cli("status", state_dir).returncode == 0
-        exports = _cli("env", state_dir)
-        assert exports.returncode == 0
+        assert cli(inside, "status").returncode == 0
+        assert cli(elsewhere, "status", "--state-dir", str(state_dir)).returncode == 0
+        exports = cli(elsewhere, "env")  # the one up started last
+        assert exports.returncode == 0, exports.stderr
         for name in (
             "PGSHOVEL_ZOOKEEPER_HOSTS",
             "PGSHOVEL_SOURCE_DSN",
@@ -141,16 +152,21 @@ def test_cli_up_status_env_down(tmp_path: Path) -> None:
         assert "export PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK=0.9.0.1\n" in exports.stdout
         assert "export PGSHOVEL_KAFKA_API_VERSION_REQUEST=false\n" in exports.stdout
 
-        down = _cli("down", state_dir)
+        down = cli(elsewhere, "down")
         assert down.returncode == 0, down.stderr
+        assert str(state_dir) in down.stdout
         assert [pid for pid in pids.values() if _exists(pid)] == []
-        assert _cli("down", state_dir).returncode == 0
-        after = _cli("status", state_dir)
+        assert cli(elsewhere, "down").returncode == 0
+        after = cli(elsewhere, "status")
         assert after.returncode != 0 and "down" in after.stdout
-        assert _cli("env", state_dir).returncode != 0
+        assert cli(elsewhere, "env").returncode != 0
     finally:
-        _cli("down", state_dir, "--purge")
+        cli(elsewhere, "down", "--purge", "--state-dir", str(state_dir))
     assert not state_dir.exists()
+    # Purged and forgotten: nothing is found any more, and down has nothing to do.
+    gone = cli(elsewhere, "status")
+    assert gone.returncode == 1 and "no sandbox found" in gone.stderr
+    assert cli(elsewhere, "down").returncode == 0
 
 
 @pytest.mark.slow
@@ -194,9 +210,16 @@ def test_terminate_stops_a_sandbox_whose_directory_was_deleted(tmp_path: Path) -
             postgres_root.parent.rmdir()
 
 
-def _cli(command: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _cli(state_home: Path, cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``pgshovel-sandbox ARGUMENTS`` run in ``cwd``, with up's record under ``state_home``."""
+    environment = {
+        name: value for name, value in os.environ.items() if name != "PGSHOVEL_SANDBOX_DIR"
+    }
+    environment["XDG_STATE_HOME"] = str(state_home)
     return subprocess.run(
-        [*SANDBOX_CLI, command, "--state-dir", str(state_dir), *extra],
+        [*SANDBOX_CLI, *arguments],
+        cwd=cwd,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from example._operations import (
     NEXT_STATUS,
+    ORDER_ID_BASE,
     AdvanceStatus,
     CancelOrder,
     ClientState,
@@ -15,6 +16,7 @@ from example._operations import (
     NewOrder,
     RenumberOrder,
     Transaction,
+    first_free_id,
     order_total,
     owned_orders,
     plan_transaction,
@@ -135,3 +137,21 @@ def test_a_share_of_transactions_rolls_back_and_some_use_a_savepoint() -> None:
 def test_order_total_is_exact_to_the_cent() -> None:
     assert order_total([(3, Decimal("0.10")), (1, Decimal("19.99"))]) == Decimal("20.29")
     assert order_total([]) == Decimal("0.00")
+
+
+def test_a_second_run_allocates_above_every_existing_id() -> None:
+    assert first_free_id([1, 2, 3], ORDER_ID_BASE) == ORDER_ID_BASE
+    assert first_free_id([], ORDER_ID_BASE) == ORDER_ID_BASE
+    # The first run's clients allocated up to here; the next run starts above.
+    existing = [5, ORDER_ID_BASE + 7, ORDER_ID_BASE + 12]
+    base = first_free_id(existing, ORDER_ID_BASE)
+    for clients in (1, 2, 3):
+        for index in range(clients):
+            state = ClientState(
+                index=index,
+                clients=clients,
+                product_ids=[1],
+                customer_ids=[1],
+                order_id_base=base,
+            )
+            assert min(state.next_order_id() for _ in range(50)) > max(existing)

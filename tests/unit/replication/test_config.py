@@ -9,6 +9,7 @@ import pytest
 from pgshovel.errors import ConfigurationError
 from pgshovel.replication.config import load_configuration
 from pgshovel.replication.loaders import PostgresSnapshotLoader
+from pgshovel.replication.spark import session_conf
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
 
@@ -96,4 +97,6 @@ def test_example_file_is_valid() -> None:
     example = Path(__file__).parents[3] / "example" / "replication.yml"
     configuration = load_configuration(example)
     assert isinstance(configuration.target, PostgresTarget)
-    assert configuration.spark.conf["spark.ui.enabled"] == "false"
+    # No web UI: the worker's default, which the example leaves alone.
+    assert "spark.ui.enabled" not in configuration.spark.conf
+    assert session_conf(configuration.spark)["spark.ui.enabled"] == "false"
