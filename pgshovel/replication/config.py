@@ -5,6 +5,7 @@ spark: {master: local[*], conf: {spark.ui.enabled: "false"}}
 loader: {path: pgshovel.replication.loaders:PostgresSnapshotLoader, configuration: {...}}
 stream: {path: pgshovel.replication.streams:KafkaStream, configuration: {...}}
 target: {path: pgshovel.replication.targets.postgresql:PostgresTarget, configuration: {...}}
+source_connection: "user=pgshovel_worker"   # optional: libpq keywords added to the set's dsn
 ```
 
 Everything is validated when the file is read (``pgshovel.settings``,
@@ -20,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, SecretStr
 
 from pgshovel import settings
 from pgshovel.abc import Loader, Stream, Target
 from pgshovel.components import ComponentSpec
+from pgshovel.source import SourceConnection
 
 DEFAULT_MASTER = "local[*]"
 
@@ -74,6 +76,8 @@ class ReplicationSettings(settings.Settings):
     loader: LoaderSpec
     stream: StreamSpec
     target: TargetSpec
+    #: libpq keywords that replace or extend the set's dsn for this worker (its own role)
+    source_connection: SourceConnection = SecretStr("")
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
@@ -82,6 +86,7 @@ class ReplicationSettings(settings.Settings):
             loader=cast(Loader, self.loader.build()),
             stream=cast(Stream, self.stream.build()),
             target=cast(Target, self.target.build()),
+            source_connection=self.source_connection.get_secret_value(),
         )
 
 
@@ -94,6 +99,7 @@ class ReplicationConfiguration:
     stream: Stream
     target: Target
     snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
+    source_connection: str = field(default="", repr=False)
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:
