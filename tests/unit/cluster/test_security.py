@@ -1,4 +1,4 @@
-"""ZooKeeper credentials and ACLs from the environment: parsed strictly, never echoing a password."""
+"""ZooKeeper credentials and ACLs from the environment: parsed strictly, passwords never echoed."""
 
 from __future__ import annotations
 

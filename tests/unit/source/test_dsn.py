@@ -50,7 +50,7 @@ def test_malformed_strings_are_refused_without_showing_them() -> None:
     with pytest.raises(ConfigurationError, match="source_connection is not a libpq") as raised:
         source_dsn(SET_DSN, "user=relay hunter2")
     assert "hunter2" not in str(raised.value)
-    with pytest.raises(ConfigurationError, match="database.dsn is not a libpq"):
+    with pytest.raises(ConfigurationError, match=r"database\.dsn is not a libpq"):
         source_dsn("host='unterminated", "user=relay")
 
 
