@@ -31,7 +31,6 @@ from pathlib import Path
 from types import FrameType
 
 import psycopg2
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn
@@ -56,7 +55,7 @@ from example._services import (
     stop_service,
 )
 from pgshovel import sandbox
-from pgshovel.cluster import names
+from pgshovel.cluster import names, zookeeper
 from pgshovel.cluster.names import cluster_path
 from pgshovel.errors import PgshovelError
 from pgshovel.replication.cli import read_set_configuration
@@ -345,15 +344,11 @@ def _sandbox_running(state_dir: Path) -> bool:
 
 def _forget_cluster(zookeeper_hosts: str, cluster: str) -> None:
     """Delete the demo cluster's ZooKeeper tree left by an earlier run."""
-    client = KazooClient(hosts=zookeeper_hosts, timeout=10.0)
-    client.start(timeout=15.0)
-    try:
-        client.delete(cluster_path(cluster), recursive=True)
-    except NoNodeError:
-        pass
-    finally:
-        client.stop()
-        client.close()
+    with zookeeper.connect(zookeeper_hosts) as client:
+        try:
+            client.delete(cluster_path(cluster), recursive=True)
+        except NoNodeError:
+            pass
 
 
 @contextlib.contextmanager

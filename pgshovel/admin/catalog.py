@@ -29,6 +29,10 @@ def _one(conn: connection, query: str, args: tuple[object, ...] = ()) -> object:
     return None if row is None else row[0]
 
 
+def current_database(conn: connection) -> str:
+    return str(_one(conn, "SELECT pg_catalog.current_database()"))
+
+
 def max_prepared_transactions(conn: connection) -> int:
     return int(str(_one(conn, "SHOW max_prepared_transactions")))
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import click
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
-from pgshovel.admin import inspect, planning, tail
+from pgshovel.admin import acls, catalog, grants, inspect, planning, tail
 from pgshovel.admin import requests as admin_requests
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, render
 from pgshovel.admin.twophase import execute
-from pgshovel.cluster import names, requests, zookeeper
+from pgshovel.cluster import names, requests, security, zookeeper
 from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
@@ -69,7 +69,7 @@ def cli(
 
 @cli.group("cluster")
 def cluster_group() -> None:
-    """Initialize, inspect and upgrade the cluster."""
+    """Initialize, inspect, upgrade and secure the cluster."""
 
 
 @cluster_group.command("initialize")
@@ -94,6 +94,26 @@ def cluster_inspect(options: GlobalOptions) -> None:
 def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool) -> None:
     """Reinstall the capture function in every set's database."""
     _apply(options, lambda context: planning.plan_cluster_upgrade(context, force=force), dry_run)
+
+
+@cluster_group.command("secure")
+@dry_run_option
+@click.pass_obj
+def cluster_secure(options: GlobalOptions, dry_run: bool) -> None:
+    """Give every ZooKeeper node of the cluster this process's ACL.
+
+    For a cluster created without credentials: with PGSHOVEL_ZOOKEEPER_AUTH
+    set, its nodes become creator-only (or take PGSHOVEL_ZOOKEEPER_ACL). Stop
+    its relays and workers first; start them again with the same credentials.
+    """
+    with zookeeper.connect(options.zookeeper_hosts) as client:
+        nodes = acls.secure_cluster(client, options.cluster, dry_run=dry_run)
+    acl = acls.describe(security.from_environment().acl)
+    click.echo("\n".join(nodes))
+    if dry_run:
+        click.echo(f"dry run: would set ACL {acl} on {len(nodes)} node(s)")
+    else:
+        click.echo(f"done: ACL {acl} on {len(nodes)} node(s)")
 
 
 @cli.group("set")
@@ -163,6 +183,40 @@ def set_inspect(options: GlobalOptions, name: str) -> None:
     """Show set NAME: configuration, version and the state of its triggers."""
     names.validate_set_name(name)
     _report(options, lambda context: inspect.describe_set(context, name))
+
+
+@set_group.command("grants")
+@click.argument("name")
+@click.option("--relay-role", metavar="ROLE", help="The role pgshovel-relay logs in as.")
+@click.option("--worker-role", metavar="ROLE", help="The role pgshovel-replicate logs in as.")
+@click.pass_obj
+def set_grants(
+    options: GlobalOptions, name: str, relay_role: str | None, worker_role: str | None
+) -> None:
+    """Print the GRANTs a relay's and a worker's own roles need in set NAME's database.
+
+    Run them there as a superuser; the roles must exist (CREATE ROLE ... LOGIN).
+    Run them again after 'set update' adds tables: the worker reads every table
+    of the set. Point relay.yml's and replication.yml's source_connection at
+    the roles (for example "user=pgshovel_relay").
+    """
+    names.validate_set_name(name)
+    if not relay_role and not worker_role:
+        raise click.UsageError("give --relay-role, --worker-role or both")
+
+    def report(context: planning.Context) -> str:
+        configuration = context.store.read_set(name).value
+        conn = context.connections.get(configuration.database.dsn)
+        database = catalog.current_database(conn)
+        statements = []
+        if relay_role:
+            statements += grants.relay_grants(options.cluster, database, relay_role)
+        if worker_role:
+            statements += grants.worker_grants(configuration, database, worker_role)
+        conn.rollback()
+        return "\n".join(statement.as_string(conn) + ";" for statement in statements)
+
+    _report(options, report)
 
 
 @set_group.command("tail")

@@ -19,7 +19,7 @@ import pgshovel
 from pgshovel.admin import activity, catalog
 from pgshovel.admin.planning import Context
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
 from pgshovel.cluster.sets import to_document
 from pgshovel.cluster.versions import set_version
 from pgshovel.errors import PgshovelError
@@ -64,6 +64,10 @@ def describe_cluster(context: Context) -> str:
         f"  {item.name}: version {item.version}, {item.tables} table(s), {item.database}"
         for item in summaries
     ]
+    for name in context.store.set_names():
+        warning = stored_password_warning(name, context.store.read_set(name).value.database.dsn)
+        if warning is not None:
+            lines.append(f"warning: {warning}")
     if not summaries:
         lines.append("  (none)")
     return "\n".join(lines)
@@ -106,8 +110,11 @@ def describe_set(context: Context, set_name: str) -> str:
     lines = [
         f"set: {set_name}",
         f"version: {set_version(configuration)}",
-        "configuration:",
     ]
+    warning = stored_password_warning(set_name, configuration.database.dsn)
+    if warning is not None:
+        lines.append(f"warning: {warning}")
+    lines.append("configuration:")
     document = yaml.safe_dump(to_document(configuration), sort_keys=False, allow_unicode=True)
     lines += [f"  {line}" for line in document.rstrip().splitlines()]
     client = context.store.client

@@ -16,7 +16,7 @@ from importlib import resources
 
 from psycopg2 import sql
 
-from pgshovel.admin import schema_capture
+from pgshovel.admin import grants, schema_capture
 from pgshovel.cluster import names
 from pgshovel.errors import DatabaseError
 from pgshovel.protocol import configuration_pb2
@@ -71,7 +71,8 @@ def capture_function(cluster: str, hstore_schema: str) -> sql.Composable:
 
 def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composable]:
     """PgQ, the cluster schema, hstore (into that schema when missing), node id, functions,
-    and the schema capture (history table, event triggers)."""
+    the schema capture (history table, event triggers), and no EXECUTE for PUBLIC on the
+    functions that run as their owner."""
     schema = sql.Identifier(names.schema_name(cluster))
     node = sql.Identifier(names.schema_name(cluster), NODE_TABLE)
     statements: list[sql.Composable] = [
@@ -91,6 +92,7 @@ def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composa
         ).format(node),
         capture_function(cluster, hstore_schema),
         *schema_capture.statements(cluster),
+        *grants.revoke_statements(cluster),
     ]
     return statements
 

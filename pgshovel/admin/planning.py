@@ -3,7 +3,8 @@
 Nothing here writes. Each ``plan_*`` function validates the request against
 what it read (cluster initialized, set present or absent, tables, keys and
 columns in the database) and returns the statements per database and the
-ZooKeeper multi-op, with the node versions it read as checks.
+ZooKeeper multi-op, with the node versions it read as checks. A set's DSN goes
+into ZooKeeper, so a DSN with a password is refused before anything is read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pgshovel.admin import catalog, install, schema_capture
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.dsn import mask_dsn, refuse_password
 from pgshovel.cluster.versions import is_newer, set_version
 from pgshovel.cluster.zookeeper import ClusterStore, Versioned
 from pgshovel.errors import ConfigurationError, DatabaseError
@@ -104,6 +105,7 @@ def plan_cluster_initialize(context: Context) -> Plan:
 def plan_set_create(context: Context, set_name: str, configuration: SetConfiguration) -> Plan:
     """Install capture for a new set and record it in ZooKeeper."""
     names.validate_set_name(set_name)
+    refuse_password(set_name, configuration.database.dsn)
     cluster_node = context.store.read_cluster()
     if context.store.set_exists(set_name):
         raise ConfigurationError(
@@ -157,6 +159,7 @@ def _same_database(context: Context, old_dsn: str, new_dsn: str) -> None:
 
 def plan_set_update(context: Context, set_name: str, configuration: SetConfiguration) -> Plan:
     """Reinstall a set's triggers for its new configuration; remove those of dropped tables."""
+    refuse_password(set_name, configuration.database.dsn)
     cluster_node = context.store.read_cluster()
     current = context.store.read_set(set_name)
     dsn = configuration.database.dsn

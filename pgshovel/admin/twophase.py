@@ -27,6 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -39,6 +40,7 @@ from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, ZooKeeperOperation
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.zookeeper import access_denied
 from pgshovel.errors import (
     ConfigurationError,
     DatabaseError,
@@ -183,6 +185,8 @@ def _commit_zookeeper(operations: Sequence[ZooKeeperOperation], client: KazooCli
                     f"the configuration changed while this command ran: {operation.describe()} "
                     f"failed ({kind}); read it again and retry"
                 )
+            if isinstance(result, NoAuthError):
+                raise access_denied(client, operation.path)
             raise ConfigurationError(
                 f"zookeeper refused {operation.describe()}: {kind}; check the credentials and ACLs"
             )

@@ -6,6 +6,9 @@ between micro-batches, records the work in its target (so a restart resumes
 it), writes its progress and finally its report to
 ``/<cluster>/sets/<set>/results/<request>``, and removes the request. The
 command waits for the report. Both sides use the JSON forms defined here.
+The nodes get the ACL of the process that creates them (see
+``pgshovel.cluster.security``); a node the client may not use is a
+``ConfigurationError`` naming it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from pgshovel.cluster import names
+from pgshovel.cluster.zookeeper import authorized
 from pgshovel.errors import ConfigurationError
 
 Kind = Literal["resnapshot", "verify"]
@@ -102,11 +106,12 @@ def submit(client: KazooClient, cluster: str, set_name: str, request: Request) -
         raise ConfigurationError(
             f"set {set_name!r} does not exist in cluster {cluster!r}; see 'pgshovel-admin set list'"
         )
-    client.ensure_path(names.requests_path(cluster, set_name))
-    client.ensure_path(names.results_path(cluster, set_name))
-    path = client.create(
-        f"{names.requests_path(cluster, set_name)}/request-", request.encode(), sequence=True
-    )
+    with authorized(client, names.set_path(cluster, set_name)):
+        client.ensure_path(names.requests_path(cluster, set_name))
+        client.ensure_path(names.results_path(cluster, set_name))
+        path = client.create(
+            f"{names.requests_path(cluster, set_name)}/request-", request.encode(), sequence=True
+        )
     name = str(path).rsplit("/", 1)[1]
     write_result(client, cluster, set_name, name, Result("pending"))
     return name
@@ -116,15 +121,18 @@ def write_result(
     client: KazooClient, cluster: str, set_name: str, name: str, result: Result
 ) -> None:
     path = f"{names.results_path(cluster, set_name)}/{name}"
-    try:
-        client.create(path, result.encode(), makepath=True)
-    except NodeExistsError:
-        client.set(path, result.encode())
+    with authorized(client, path):
+        try:
+            client.create(path, result.encode(), makepath=True)
+        except NodeExistsError:
+            client.set(path, result.encode())
 
 
 def read_result(client: KazooClient, cluster: str, set_name: str, name: str) -> Result | None:
+    path = f"{names.results_path(cluster, set_name)}/{name}"
     try:
-        data, _ = client.get(f"{names.results_path(cluster, set_name)}/{name}")
+        with authorized(client, path):
+            data, _ = client.get(path)
     except NoNodeError:
         return None
     return Result.decode(data)
@@ -134,13 +142,15 @@ def pending(client: KazooClient, cluster: str, set_name: str) -> list[tuple[str,
     """The requests not answered yet, oldest first."""
     path = names.requests_path(cluster, set_name)
     try:
-        children = sorted(client.get_children(path))
+        with authorized(client, path):
+            children = sorted(client.get_children(path))
     except NoNodeError:
         return []
     found = []
     for name in children:
         try:
-            data, _ = client.get(f"{path}/{name}")
+            with authorized(client, f"{path}/{name}"):
+                data, _ = client.get(f"{path}/{name}")
         except NoNodeError:
             continue
         found.append((name, Request.decode(data)))
@@ -148,8 +158,10 @@ def pending(client: KazooClient, cluster: str, set_name: str) -> list[tuple[str,
 
 
 def remove_request(client: KazooClient, cluster: str, set_name: str, name: str) -> None:
+    path = f"{names.requests_path(cluster, set_name)}/{name}"
     try:
-        client.delete(f"{names.requests_path(cluster, set_name)}/{name}")
+        with authorized(client, path):
+            client.delete(path)
     except NoNodeError:
         pass
 

@@ -3,6 +3,9 @@
 Every read returns the znode version next to the decoded protobuf, so a change
 can later be committed with a multi-op that checks nothing moved in between.
 Writing happens only in ``pgshovel.admin.twophase`` (one multi-op per change).
+Every client starts here, with the credentials and the ACL of its process's
+environment (``pgshovel.cluster.security``); a node whose ACL does not admit
+the client is a ``ConfigurationError`` naming the node and the variable to set.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Generic, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import AuthFailedError, KazooException, NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from pgshovel.cluster import names
+from pgshovel.cluster import names, security
 from pgshovel.errors import ConfigurationError, CoordinatorUnavailable
 from pgshovel.protocol import configuration_pb2
 
@@ -36,10 +39,22 @@ class Versioned(Generic[M]):
 
 
 def start_client(hosts: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> KazooClient:
-    """A started ZooKeeper client for ``hosts``; ``CoordinatorUnavailable`` when it cannot be."""
-    client = KazooClient(hosts=hosts, timeout=timeout)
+    """A started ZooKeeper client for ``hosts``, authenticated as the environment says.
+
+    ``CoordinatorUnavailable`` when ZooKeeper cannot be reached; a
+    ``ConfigurationError`` when the environment's credentials are malformed or
+    refused.
+    """
+    settings = security.from_environment()
+    client = KazooClient(hosts=hosts, timeout=timeout, **settings.client_options())
     try:
         client.start(timeout=timeout)
+    except AuthFailedError as error:
+        client.close()
+        raise ConfigurationError(
+            f"zookeeper at {hosts!r} refused the credentials of {settings.identity}; "
+            f"check {security.AUTH_VARIABLE} / {security.AUTH_FILE_VARIABLE}"
+        ) from error
     except (KazooTimeoutError, KazooException) as error:
         client.close()
         raise CoordinatorUnavailable(
@@ -60,8 +75,28 @@ def connect(hosts: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> Iterator[Ka
         client.close()
 
 
+def access_denied(client: KazooClient, path: str) -> ConfigurationError:
+    """The error for a node whose ACL does not admit ``client``."""
+    who = security.identity(client.auth_data)
+    return ConfigurationError(
+        f"zookeeper refused access to {path!r} for {who}: its ACL admits other credentials; "
+        f"set {security.AUTH_VARIABLE} (or {security.AUTH_FILE_VARIABLE}) to the "
+        "credentials the cluster's nodes were created with"
+    )
+
+
+@contextmanager
+def authorized(client: KazooClient, path: str) -> Iterator[None]:
+    """Turn kazoo's ``NoAuthError`` inside the block into ``access_denied``."""
+    try:
+        yield
+    except NoAuthError as error:
+        raise access_denied(client, path) from error
+
+
 def _read(client: KazooClient, path: str, message: M) -> Versioned[M]:
-    data, stat = client.get(path)
+    with authorized(client, path):
+        data, stat = client.get(path)
     try:
         message.ParseFromString(data)
     except DecodeError as error:
@@ -94,8 +129,10 @@ class ClusterStore:
 
     def set_names(self) -> list[str]:
         """The replication sets of the cluster, sorted."""
+        path = names.sets_path(self.cluster)
         try:
-            return sorted(self.client.get_children(names.sets_path(self.cluster)))
+            with authorized(self.client, path):
+                return sorted(self.client.get_children(path))
         except NoNodeError as error:
             raise ConfigurationError(
                 f"cluster {self.cluster!r} is not initialized; "
@@ -123,6 +160,7 @@ class ClusterStore:
     def children(self, path: str) -> list[str] | None:
         """A node's children, or None when the node does not exist."""
         try:
-            return sorted(self.client.get_children(path))
+            with authorized(self.client, path):
+                return sorted(self.client.get_children(path))
         except NoNodeError:
             return None

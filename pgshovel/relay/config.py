@@ -13,6 +13,7 @@ retry_interval: 2.0        # seconds before a batch that failed on a data error 
 max_backoff: 30.0          # longest wait between retries of a transient fault
 metrics_port: null         # serve Prometheus metrics on 127.0.0.1:<port> when set
 metrics_host: 127.0.0.1
+source_connection: ""      # libpq keywords added to the set's dsn (user=pgshovel_relay ...)
 ```
 """
 
@@ -21,11 +22,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from pgshovel import settings
 from pgshovel.abc import StreamWriter
 from pgshovel.components import ComponentSpec
+from pgshovel.source import SourceConnection
 
 
 class WriterSpec(ComponentSpec):
@@ -50,6 +52,8 @@ class RelayConfiguration(settings.Settings):
     max_backoff: float = Field(30.0, gt=0)
     metrics_port: settings.Port = None
     metrics_host: str = "127.0.0.1"
+    #: libpq keywords that replace or extend the set's dsn for this relay (its own role)
+    source_connection: SourceConnection = SecretStr("")
 
 
 def parse(document: Any, source: str) -> RelayConfiguration:

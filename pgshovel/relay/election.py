@@ -17,9 +17,10 @@ import threading
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
+from kazoo.exceptions import KazooException, LockTimeout, NoAuthError, NoNodeError
 from kazoo.recipe.lock import Lock
 
+from pgshovel.cluster.zookeeper import access_denied
 from pgshovel.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,11 @@ class Leadership:
                     break
             except LockTimeout:
                 pass
+            except NoAuthError as error:
+                # Not an outage: waiting would never end. The lock's nodes get this
+                # process's ACL (pgshovel.cluster.security).
+                lock.cancel()
+                raise access_denied(self.zookeeper, self.path) from error
             except KazooException as error:
                 # ZooKeeper is unreachable: nobody can lead; wait for it to come back.
                 if not unreachable:
@@ -73,6 +79,9 @@ class Leadership:
         self.lost.clear()
         try:
             stat = self.zookeeper.set(self.path, self.identifier.encode())
+        except NoAuthError as error:
+            self.release()
+            raise access_denied(self.zookeeper, self.path) from error
         except NoNodeError as error:
             self.release()
             raise ConfigurationError(

@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from pgshovel._signals import StopRequest
 from pgshovel.abc import StreamWriter
 from pgshovel.cluster import names
+from pgshovel.cluster.dsn import stored_password_warning
 from pgshovel.cluster.versions import set_version
 from pgshovel.cluster.zookeeper import ClusterStore, start_client
 from pgshovel.errors import LeadershipLost, PgshovelError
@@ -37,7 +38,7 @@ from pgshovel.relay.events import EventDecoder
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
-from pgshovel.source import read_node_id, translating
+from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,8 @@ class Relay:
     ) -> tuple[configuration_pb2.ReplicationSetConfiguration, SetState]:
         store = ClusterStore(zookeeper, self.cluster)
         configuration = store.read_set(self.set_name).value
+        if warning := stored_password_warning(self.set_name, configuration.database.dsn):
+            logger.warning("%s", warning)
         state = SetState(version=set_version(configuration))
 
         def on_change(data: bytes | None, _stat: Any) -> bool:
@@ -169,7 +172,10 @@ class Relay:
         settings = self.configuration
         queue_name = names.queue_name(self.cluster, self.set_name)
         while not self.stop.is_set() and not leadership.lost.is_set() and state.exists:
-            queue = PgqQueue(configuration.database.dsn, queue_name, settings.fetch_size)
+            dsn = source_dsn(
+                configuration.database.dsn, settings.source_connection.get_secret_value()
+            )
+            queue = PgqQueue(dsn, queue_name, settings.fetch_size)
             try:
                 queue.check()
                 queue.configure_ticker(settings.tick_interval, settings.batch_max_events)

@@ -8,6 +8,7 @@ target: {path: pgshovel.replication.targets.postgresql:PostgresTarget, configura
 snapshots: {rows_per_chunk: 20000, parallel: 2}
 metrics_port: null         # serve Prometheus metrics on metrics_host:<port> when set
 metrics_host: 127.0.0.1
+source_connection: "user=pgshovel_worker"   # optional: libpq keywords added to the set's dsn
 ```
 
 Everything is validated when the file is read (``pgshovel.settings``,
@@ -23,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, SecretStr
 
 from pgshovel import settings
 from pgshovel.abc import Loader, Stream, Target
 from pgshovel.components import ComponentSpec
+from pgshovel.source import SourceConnection
 
 DEFAULT_MASTER = "local[*]"
 
@@ -79,6 +81,8 @@ class ReplicationSettings(settings.Settings):
     target: TargetSpec
     metrics_port: settings.Port = None
     metrics_host: str = "127.0.0.1"
+    #: libpq keywords that replace or extend the set's dsn for this worker (its own role)
+    source_connection: SourceConnection = SecretStr("")
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
@@ -89,6 +93,7 @@ class ReplicationSettings(settings.Settings):
             loader=cast(Loader, self.loader.build()),
             stream=cast(Stream, self.stream.build()),
             target=cast(Target, self.target.build()),
+            source_connection=self.source_connection.get_secret_value(),
         )
 
 
@@ -103,6 +108,7 @@ class ReplicationConfiguration:
     snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    source_connection: str = field(default="", repr=False)
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

@@ -26,6 +26,7 @@ from typing import Any
 
 from pgshovel.abc import TableLoadReport, Target
 from pgshovel.cluster import names
+from pgshovel.cluster.dsn import stored_password_warning
 from pgshovel.errors import PgshovelError
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
@@ -37,7 +38,7 @@ from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.status import StatusBoard
-from pgshovel.source import TableShape, connect
+from pgshovel.source import TableShape, connect, with_source_connection
 from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, plan_micro_batch
 from pgshovel.stream.state import SnapshotTask, WorkerState
@@ -82,7 +83,12 @@ class Worker:
         self.zookeeper_hosts = zookeeper_hosts
         self.cluster = cluster
         self.set_name = set_name
-        self.set_configuration = set_configuration
+        if warning := stored_password_warning(set_name, set_configuration.database.dsn):
+            logger.warning("%s", warning)
+        # Every source connection of the worker (driver and Spark tasks) logs in this way.
+        self.set_configuration = with_source_connection(
+            set_configuration, configuration.source_connection
+        )
         self.configuration = configuration
         self.spark = spark
         self.load_reports: list[TableLoadReport] = []

@@ -1,7 +1,8 @@
 """The source database as every process sees it: connect, the catalog, table shapes, node id.
 
 Admin, relay and worker reach PostgreSQL only through ``connect`` (one set of
-session settings, one translation of failures into pgshovel's errors), read
+session settings, one translation of failures into pgshovel's errors), log in
+with the set's DSN plus their own ``source_connection`` (``source_dsn``), read
 tables only through ``Catalog`` and describe a captured table only as a
 ``TableShape``.
 """
@@ -26,6 +27,7 @@ from pgshovel.source._connection import (
     translate,
     translating,
 )
+from pgshovel.source._dsn import SourceConnection, source_dsn, with_source_connection
 from pgshovel.source._node import NODE_TABLE, node_id, read_node_id
 from pgshovel.source._ranges import (
     COLLATABLE,
@@ -57,6 +59,7 @@ __all__ = [
     "ColumnFacts",
     "Interpretation",
     "KeyRange",
+    "SourceConnection",
     "TableFacts",
     "TableInfo",
     "TableShape",
@@ -79,6 +82,8 @@ __all__ = [
     "read_chunk",
     "read_node_id",
     "sample_boundaries",
+    "source_dsn",
     "translate",
     "translating",
+    "with_source_connection",
 ]

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from pgshovel.cluster import names
+from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.status import StatusBoard
 from pgshovel.sandbox import SandboxConnection
@@ -63,3 +65,21 @@ def test_inspect_shows_relay_backlog_and_workers(
     assert "verify of public.items: 7/~40 rows" in report
     board.close()
     assert "workers: none running" in inspect(sandbox, cluster_name)
+
+
+def test_inspect_warns_about_a_password_stored_by_an_older_version(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: KazooClient,
+    cluster_name: str,
+) -> None:
+    prepare(database, zookeeper, cluster_name)
+    path = names.set_path(cluster_name, SET)
+    data, _ = zookeeper.get(path)
+    configuration = configuration_pb2.ReplicationSetConfiguration.FromString(data)
+    configuration.database.dsn += " password=older-secret"
+    zookeeper.set(path, configuration.SerializeToString())
+    for words in (("set", "inspect", SET), ("cluster", "inspect")):
+        report = ok(admin(sandbox, cluster_name, *words))
+        assert f"warning: set '{SET}' keeps a password in its zookeeper node" in report, report
+        assert "older-secret" not in report

@@ -52,8 +52,7 @@ def test_set_lifecycle_and_dry_runs(
     tmp_path: Path,
 ) -> None:
     execute(database, SCHEMA)
-    # The password must never be printed (the sandbox trusts local connections).
-    dsn = make_dsn(database, password="hunter2")
+    dsn = database
     set_file = write_set(tmp_path, dsn, [{"name": "orders"}, {"name": "lines"}])
     trigger = f"pgshovel_{cluster_name}_app"
 
@@ -61,6 +60,17 @@ def test_set_lifecycle_and_dry_runs(
     assert zookeeper.exists(f"/{cluster_name}") is None
     ok(admin(sandbox, cluster_name, "cluster", "initialize"))
     assert "already initialized" in failed(admin(sandbox, cluster_name, "cluster", "initialize"))
+
+    # A DSN with a password would put it into ZooKeeper: refused, and never printed.
+    secret_file = write_set(
+        tmp_path, make_dsn(database, password="hunter2"), [{"name": "orders"}], name="secret.yml"
+    )
+    for extra in (["--dry-run"], []):
+        reason = failed(admin(sandbox, cluster_name, "set", "create", "app", secret_file, *extra))
+        assert "set 'app': database.dsn" in reason and "holds a password" in reason
+        assert "passfile" in reason and "hunter2" not in reason
+    assert zookeeper.exists(f"/{cluster_name}/sets/app") is None
+    assert triggers(database) == set()
 
     plan = ok(admin(sandbox, cluster_name, "set", "create", "app", set_file, "--dry-run"))
     assert (
@@ -94,6 +104,16 @@ def test_set_lifecycle_and_dry_runs(
     cluster_report = ok(admin(sandbox, cluster_name, "cluster", "inspect"))
     assert f"app: version {version}" in cluster_report
 
+    # A set stored with a password (by an older pgshovel): shown masked, refused as an
+    # update target, and 'set update' with a DSN without one removes it.
+    legacy = _read_set(zookeeper, cluster_name, "app")
+    legacy.database.dsn = make_dsn(database, password="hunter2")
+    zookeeper.set(f"/{cluster_name}/sets/app", legacy.SerializeToString())
+    assert "hunter2" not in ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
+    reason = failed(admin(sandbox, cluster_name, "set", "update", "app", secret_file))
+    assert "holds a password" in reason and "hunter2" not in reason
+    version = set_version(legacy)
+
     # Update: lines leaves the set, orders captures two columns only.
     update_file = write_set(
         tmp_path, dsn, [{"name": "orders", "columns": ["id", "status"]}], name="update.yml"
@@ -106,6 +126,7 @@ def test_set_lifecycle_and_dry_runs(
     ok(admin(sandbox, cluster_name, "set", "update", "app", update_file))
     updated = _read_set(zookeeper, cluster_name, "app")
     assert list(updated.tables[0].columns) == ["id", "status"]
+    assert "hunter2" not in updated.database.dsn
     assert {table for _schema, table, _name in triggers(database)} == {"orders"}
     definition = rows(
         database,

@@ -1,8 +1,11 @@
-"""DSNs are shown without their passwords, in key=value and URI form."""
+"""DSNs are shown without their passwords, and a set's DSN (stored in ZooKeeper) holds none."""
 
 from __future__ import annotations
 
-from pgshovel.cluster.dsn import mask_dsn
+import pytest
+
+from pgshovel.cluster.dsn import has_password, mask_dsn, refuse_password, stored_password_warning
+from pgshovel.errors import ConfigurationError
 
 
 def test_passwords_never_show() -> None:
@@ -11,3 +14,29 @@ def test_passwords_never_show() -> None:
     assert "hunter2" not in masked and "dbname=app" in masked
     assert mask_dsn("dbname=app") == "dbname=app"
     assert mask_dsn("host='unterminated") == "<unparseable dsn>"
+
+
+def test_a_password_in_either_form_is_found() -> None:
+    assert has_password("host=db password=hunter2")
+    assert has_password("postgresql://app:hunter2@db/app")
+    assert has_password("postgresql://app@db/app?password=hunter2")
+    assert not has_password("host=db user=app passfile=/etc/pgshovel/pgpass")
+    assert not has_password("service=orders password=")
+    assert not has_password("postgresql://app@db/app")
+
+
+def test_set_dsns_with_a_password_are_refused_with_the_remedy() -> None:
+    refuse_password("orders", "host=db dbname=app")
+    with pytest.raises(ConfigurationError) as raised:
+        refuse_password("orders", "postgresql://app:hunter2@db/app")
+    message = str(raised.value)
+    assert message.startswith("set 'orders': database.dsn ")
+    assert "hunter2" not in message
+    assert all(remedy in message for remedy in ("passfile", "service=", "PGPASSWORD"))
+
+
+def test_stored_passwords_are_flagged() -> None:
+    assert stored_password_warning("orders", "host=db") is None
+    warning = stored_password_warning("orders", "host=db password=hunter2")
+    assert warning is not None and "hunter2" not in warning
+    assert "'orders'" in warning and "pgshovel-admin set update" in warning
