@@ -191,6 +191,24 @@ BEGIN
 END
 $pgshovel$
 -- statement
+-- A watermark of an incremental snapshot (pgshovel-replicate), type 'W', into one of
+-- the cluster's queues. The worker's role may call this and nothing else that
+-- writes into a queue: it cannot forge mutations or schema events.
+CREATE OR REPLACE FUNCTION {schema}.insert_watermark(
+    queue text, mark text, table_schema text, table_name text
+) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $pgshovel$
+BEGIN
+    IF left(queue, length({queues})) <> {queues} THEN
+        RAISE EXCEPTION 'pgshovel: % is not a queue of this cluster', queue;
+    END IF;
+    RETURN pgq.insert_event(queue, 'W', mark, table_schema, table_name, NULL, NULL);
+END
+$pgshovel$
+-- statement
 CREATE OR REPLACE FUNCTION {schema}.on_ddl() RETURNS event_trigger
 LANGUAGE plpgsql
 SECURITY DEFINER

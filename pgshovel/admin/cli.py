@@ -212,7 +212,9 @@ def set_grants(
         if relay_role:
             statements += grants.relay_grants(options.cluster, database, relay_role)
         if worker_role:
-            statements += grants.worker_grants(configuration, database, worker_role)
+            statements += grants.worker_grants(
+                options.cluster, configuration, database, worker_role
+            )
         conn.rollback()
         return "\n".join(statement.as_string(conn) + ";" for statement in statements)
 

@@ -10,7 +10,8 @@ the worker do not:
   schema's ``node`` and ``schema_history`` tables;
 * the worker reads the set's tables (snapshots, incremental snapshots,
   checksums; ``pg_export_snapshot`` needs no grant) and writes watermark events
-  into the set's queue (``pgq.insert_event`` with seven arguments).
+  into the set's queue through the cluster schema's ``insert_watermark``, which
+  writes nothing but watermarks (so the role cannot forge mutations).
 
 The cluster schema's ``SECURITY DEFINER`` functions are revoked from PUBLIC
 (``revoke_statements``, part of every install), so ``USAGE`` on that schema
@@ -39,8 +40,8 @@ PRIVATE_FUNCTIONS: tuple[tuple[str, str], ...] = (
 
 #: PgQ functions the relay calls beyond the consumer role ``pgq_reader``.
 RELAY_FUNCTIONS = ("pgq.ticker(text)", "pgq.set_queue_config(text, text, text)")
-#: The PgQ function the worker writes watermarks with.
-WORKER_FUNCTIONS = ("pgq.insert_event(text, text, text, text, text, text, text)",)
+#: The cluster schema's function the worker writes watermarks with (its arguments).
+WATERMARK_FUNCTION = ("insert_watermark", "text, text, text, text")
 
 
 def revoke_statements(cluster: str) -> list[sql.Composable]:
@@ -50,7 +51,7 @@ def revoke_statements(cluster: str) -> list[sql.Composable]:
         sql.SQL("REVOKE ALL ON FUNCTION {}.{}({}) FROM PUBLIC").format(
             schema, sql.Identifier(name), sql.SQL(arguments)
         )
-        for name, arguments in PRIVATE_FUNCTIONS
+        for name, arguments in (*PRIVATE_FUNCTIONS, WATERMARK_FUNCTION)
     ]
 
 
@@ -74,17 +75,26 @@ def relay_grants(cluster: str, database: str, role: str) -> list[sql.Composable]
 
 
 def worker_grants(
-    configuration: configuration_pb2.ReplicationSetConfiguration, database: str, role: str
+    cluster: str,
+    configuration: configuration_pb2.ReplicationSetConfiguration,
+    database: str,
+    role: str,
 ) -> list[sql.Composable]:
     """What a worker's role needs in the set's database for the set's current tables."""
     grantee = sql.Identifier(role)
-    schemas = sorted({table.schema or "public" for table in configuration.tables})
+    cluster_schema = names.schema_name(cluster)
+    name, arguments = WATERMARK_FUNCTION
+    schemas = sorted(
+        {table.schema or "public" for table in configuration.tables} | {cluster_schema}
+    )
     tables = [
         sql.Identifier(table.schema or "public", table.name) for table in configuration.tables
     ]
     return [
         sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database), grantee),
-        sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(_functions(WORKER_FUNCTIONS), grantee),
+        sql.SQL("GRANT EXECUTE ON FUNCTION {}({}) TO {}").format(
+            sql.Identifier(cluster_schema, name), sql.SQL(arguments), grantee
+        ),
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
             sql.SQL(", ").join(sql.Identifier(schema) for schema in schemas), grantee
         ),

@@ -121,6 +121,7 @@ class IncrementalSnapshots:
             lambda task, state: []
         ),
     ) -> None:
+        self.cluster = cluster
         self.queue = names.queue_name(cluster, set_name)
         self.prefix = attempt_prefix(cluster, set_name)
         self.source_dsn = source_dsn
@@ -347,6 +348,7 @@ class IncrementalSnapshots:
                     KeyRange(table, index, lower, upper),
                     task.where,
                     checksums=task.purpose == "verify",
+                    cluster=self.cluster,
                 )
                 future = self._pool.submit(self._read, chunk, self._sink)
                 self._flights[attempt] = _Flight(chunk, task.id, index, future)

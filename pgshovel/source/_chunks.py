@@ -20,9 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
+import psycopg2.errors
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
+from pgshovel.cluster import names
+from pgshovel.errors import ConfigurationError
 from pgshovel.source._connection import connect, translating
 from pgshovel.source._ranges import key_columns, range_predicate
 from pgshovel.source._shape import KeyRange, TableShape
@@ -46,6 +49,8 @@ class Chunk:
     where: str = ""
     #: compute checksums instead of copying rows
     checksums: bool = False
+    #: the cluster (its schema holds the watermark function)
+    cluster: str = ""
 
     @property
     def low(self) -> str:
@@ -122,13 +127,26 @@ def checksum_query(
     )
 
 
-def insert_watermark(connection: Connection, queue: str, mark: str, table: TableShape) -> None:
-    """Write a watermark into the set's queue and commit (``connection`` is autocommit)."""
+def insert_watermark(
+    connection: Connection, cluster: str, queue: str, mark: str, table: TableShape
+) -> None:
+    """Write a watermark into the set's queue and commit (``connection`` is autocommit).
+
+    Through the cluster's ``insert_watermark`` (sql/schema.sql), so the worker's
+    role needs no right to write anything else into a queue.
+    """
+    function = sql.Identifier(names.schema_name(cluster), "insert_watermark")
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pgq.insert_event(%s, 'W', %s, %s, %s, NULL, NULL)",
-            (queue, mark, table.schema, table.name),
-        )
+        try:
+            cursor.execute(
+                sql.SQL("SELECT {}(%s, %s, %s, %s)").format(function),
+                (queue, mark, table.schema, table.name),
+            )
+        except psycopg2.errors.UndefinedFunction as error:
+            raise ConfigurationError(
+                f"the source database lacks {names.schema_name(cluster)}.insert_watermark "
+                "(installed by an older pgshovel): run pgshovel-admin cluster upgrade"
+            ) from error
 
 
 def read_chunk(
@@ -147,7 +165,7 @@ def read_chunk(
     connection = connect(source_dsn, "pgshovel-replicate chunk", autocommit=True)
     try:
         with translating(f"reading a chunk of {table.qualified!r}"):
-            insert_watermark(connection, chunk.queue, chunk.low, table)
+            insert_watermark(connection, chunk.cluster, chunk.queue, chunk.low, table)
             if chunk.checksums:
                 with connection.cursor() as cursor:
                     cursor.execute(checksum_query(table, chunk_condition(chunk, "t")))
@@ -162,7 +180,7 @@ def read_chunk(
                         cursor.copy_expert(copy.as_string(cursor), out, size=1 << 16)
 
                 rows = stage_rows(copy_out)
-            insert_watermark(connection, chunk.queue, chunk.high, table)
+            insert_watermark(connection, chunk.cluster, chunk.queue, chunk.high, table)
         return rows
     finally:
         connection.close()

@@ -199,6 +199,36 @@ def test_zookeeper_nodes_need_the_credentials_and_hold_no_password(
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
             run_sql(as_relay, [statement])
 
+    # The worker's role writes watermarks, and nothing else, into the cluster's queues.
+    as_worker = make_dsn(source, user=worker_role.name)
+    queue = sql.Literal(names.queue_name(cluster, SET))
+    run_sql(
+        as_worker,
+        [
+            sql.SQL("SELECT {}.insert_watermark({}, 'probe', 'public', 'accounts')").format(
+                schema, queue
+            )
+        ],
+    )
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        run_sql(
+            as_worker,
+            [
+                sql.SQL(
+                    "SELECT pgq.insert_event({}, 'I', '[null,{{}}]', 'public', 'accounts', '', '')"
+                ).format(queue)
+            ],
+        )
+    with pytest.raises(psycopg2.errors.RaiseException):
+        run_sql(
+            as_worker,
+            [
+                sql.SQL(
+                    "SELECT {}.insert_watermark('elsewhere', 'x', 'public', 'accounts')"
+                ).format(schema)
+            ],
+        )
+
     relay = start_relay(sandbox, cluster, tmp_path, relay_role, processes)
     assert backends(source, relay_role) == {"pgshovel-relay"}, "the relay logs in as its role"
     run_sql(
