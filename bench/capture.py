@@ -218,6 +218,28 @@ def measure(
     return results
 
 
+#: per script: (key, title, mode measured, baseline mode, baseline title, goals)
+COMPARISONS: tuple[tuple[str, str, str, str, str, tuple[Goal, ...]], ...] = (
+    ("pgshovel", "capture overhead, {}, pgshovel", "pgshovel", "none", "no capture", (GOAL,)),
+    (
+        "jsontriga",
+        "capture overhead, {}, pgq.jsontriga reference",
+        "jsontriga",
+        "none",
+        "no capture",
+        (),
+    ),
+    (
+        "event_triggers",
+        "schema event triggers on DML, {}, pgshovel",
+        "pgshovel",
+        "pgshovel-no-ddl",
+        "pgshovel, event triggers disabled",
+        (EVENT_TRIGGER_GOAL,),
+    ),
+)
+
+
 def figures(results: dict[str, dict[str, list[float]]], settings: Settings) -> list[Figure]:
     """Per script: pgshovel ÷ no capture (with the goal), jsontriga ÷ no capture, and
     pgshovel ÷ pgshovel with its schema event triggers disabled."""
@@ -225,39 +247,18 @@ def figures(results: dict[str, dict[str, list[float]]], settings: Settings) -> l
     for name, title in SCRIPTS.items():
         runs = results.get(name, {})
         details = {"clients": settings.pgbench_clients, "seconds": settings.pgbench_seconds}
-        made.append(
-            Figure(
-                key=f"capture.{name}.pgshovel",
-                title=f"capture overhead, {title}, pgshovel (TPS)",
-                unit="tps",
-                values=runs.get("pgshovel", []),
-                baseline=runs.get("none", []),
-                baseline_title="no capture",
-                goals=(GOAL,),
-                details={**details, "scale": settings.pgbench_scale},
+        for key, text, mode, baseline, baseline_title, goals in COMPARISONS:
+            extra = {"scale": settings.pgbench_scale} if key == "pgshovel" else {}
+            made.append(
+                Figure(
+                    key=f"capture.{name}.{key}",
+                    title=f"{text.format(title)} (TPS)",
+                    unit="tps",
+                    values=runs.get(mode, []),
+                    baseline=runs.get(baseline, []),
+                    baseline_title=baseline_title,
+                    goals=goals,
+                    details={**details, **extra},
+                )
             )
-        )
-        made.append(
-            Figure(
-                key=f"capture.{name}.jsontriga",
-                title=f"capture overhead, {title}, pgq.jsontriga reference (TPS)",
-                unit="tps",
-                values=runs.get("jsontriga", []),
-                baseline=runs.get("none", []),
-                baseline_title="no capture",
-                details=details,
-            )
-        )
-        made.append(
-            Figure(
-                key=f"capture.{name}.event_triggers",
-                title=f"schema event triggers on DML, {title}, pgshovel (TPS)",
-                unit="tps",
-                values=runs.get("pgshovel", []),
-                baseline=runs.get("pgshovel-no-ddl", []),
-                baseline_title="pgshovel, event triggers disabled",
-                goals=(EVENT_TRIGGER_GOAL,),
-                details=details,
-            )
-        )
     return made

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
@@ -42,6 +43,46 @@ class Series:
     text: str
     read: Callable[[], float | list[tuple[tuple[str, ...], float]]]
     extra_labels: tuple[str, ...] = ()
+
+
+@dataclass
+class Delivery:
+    """What relay and worker share: failures, and the age of the oldest undelivered change.
+
+    ``pending_since`` is when that change happened (epoch seconds), None when
+    everything is delivered; it is kept through failures and retries, so the
+    lag grows while a process is stuck. ``delivered()`` clears it and keeps the
+    age it had (``batch_lag_seconds``).
+    """
+
+    errors: int = 0
+    pending_since: float | None = None
+    batch_lag_seconds: float = 0.0
+
+    def lag_seconds(self, now: float | None = None) -> float:
+        """Age of the oldest change not yet delivered (0 when nothing is pending)."""
+        if self.pending_since is None:
+            return 0.0
+        return max(0.0, (time.time() if now is None else now) - self.pending_since)
+
+    def delivered(self) -> float:
+        """The pending changes went out; returns (and keeps) their lag."""
+        self.batch_lag_seconds = self.lag_seconds()
+        self.pending_since = None
+        return self.batch_lag_seconds
+
+    def delivery_series(self, lag_name: str, lag_text: str, batch_lag_text: str) -> list[Series]:
+        return [
+            Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
+            Series(lag_name, "gauge", lag_text, self.lag_seconds),
+            Series("batch_lag_seconds", "gauge", batch_lag_text, self._batch_lag),
+        ]
+
+    def _errors(self) -> float:
+        return self.errors
+
+    def _batch_lag(self) -> float:
+        return self.batch_lag_seconds
 
 
 class FigureCollector(Collector):

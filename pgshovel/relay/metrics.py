@@ -15,31 +15,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pgshovel.metrics import Series
+from pgshovel.metrics import Delivery, Series
 
 
 @dataclass
-class RelayMetrics:
+class RelayMetrics(Delivery):
     """Counters and gauges; updated by the relay loop, read by the HTTP thread."""
 
     batches: int = 0
     events: int = 0
     bytes: int = 0
-    errors: int = 0
     rollbacks: int = 0
-    #: age of the oldest change of the last published batch, when it was published
-    batch_lag_seconds: float = 0.0
-    #: epoch seconds of the oldest change taken but not yet published; None when none is
-    pending_since: float | None = None
     last_tick: float = field(default_factory=time.time)
     epoch: int = 0
     leader: bool = False
-
-    def lag_seconds(self, now: float | None = None) -> float:
-        """Age of the oldest change not yet published (0 when nothing is pending)."""
-        if self.pending_since is None:
-            return 0.0
-        return max(0.0, (time.time() if now is None else now) - self.pending_since)
 
     def taken(self, start_tick_seconds: float) -> None:
         """A batch was taken; its changes committed after its start tick."""
@@ -52,28 +41,18 @@ class RelayMetrics:
 
     def published(self) -> float:
         """The pending batch is finished; returns (and keeps) its lag."""
-        self.batch_lag_seconds = self.lag_seconds()
-        self.pending_since = None
-        return self.batch_lag_seconds
+        return self.delivered()
 
     def series(self) -> list[Series]:
         return [
             Series("batches_total", "counter", "Batches published and finished.", self._batches),
             Series("events_total", "counter", "Mutations published.", self._events),
             Series("bytes_total", "counter", "Bytes published to Kafka.", self._bytes),
-            Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
             Series("rollbacks_total", "counter", "Rollback messages published.", self._rollbacks),
-            Series(
+            *self.delivery_series(
                 "lag_seconds",
-                "gauge",
                 "Age of the oldest change not yet published (0 when the queue is drained).",
-                self.lag_seconds,
-            ),
-            Series(
-                "batch_lag_seconds",
-                "gauge",
                 "Age of the last published batch's oldest change when it was published.",
-                self._batch_lag,
             ),
             Series(
                 "last_tick_age_seconds",
@@ -94,14 +73,8 @@ class RelayMetrics:
     def _bytes(self) -> float:
         return self.bytes
 
-    def _errors(self) -> float:
-        return self.errors
-
     def _rollbacks(self) -> float:
         return self.rollbacks
-
-    def _batch_lag(self) -> float:
-        return self.batch_lag_seconds
 
     def _tick_age(self) -> float:
         return time.time() - self.last_tick

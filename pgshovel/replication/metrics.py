@@ -11,11 +11,10 @@ at the moment of the last commit: source commit to target commit.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgshovel.metrics import Series
+from pgshovel.metrics import Delivery, Series
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.state import WorkerState
 
@@ -32,17 +31,13 @@ def oldest_change_seconds(batches: Sequence[CommittedBatch]) -> float | None:
 
 
 @dataclass
-class WorkerMetrics:
+class WorkerMetrics(Delivery):
     """Counters and gauges; updated by the worker loop, read by the HTTP thread."""
 
     micro_batches: int = 0
     batches: int = 0
     mutations: int = 0
     rows: int = 0
-    errors: int = 0
-    #: epoch seconds of the oldest change read but not yet applied; None when none is
-    pending_since: float | None = None
-    batch_lag_seconds: float = 0.0
     #: offset of the last message applied (-1 before the first)
     offset: int = -1
     #: messages between the stream's end and the position, as the stream last saw it
@@ -50,11 +45,6 @@ class WorkerMetrics:
     streaming: bool = False
     #: the state last stored (its tasks give the snapshot progress)
     state: WorkerState | None = None
-
-    def lag_seconds(self, now: float | None = None) -> float:
-        if self.pending_since is None:
-            return 0.0
-        return max(0.0, (time.time() if now is None else now) - self.pending_since)
 
     def read(self, batches: Sequence[CommittedBatch]) -> None:
         """A micro-batch was read; a retry of the same changes keeps the older time."""
@@ -64,8 +54,6 @@ class WorkerMetrics:
 
     def applied(self, batches: int, mutations: int, rows: int, state: WorkerState) -> float:
         """The target committed a micro-batch; returns its lag (source to target commit)."""
-        self.batch_lag_seconds = self.lag_seconds()
-        self.pending_since = None
         self.micro_batches += 1
         self.batches += batches
         self.mutations += mutations
@@ -73,7 +61,7 @@ class WorkerMetrics:
         self.state = state
         if state.position is not None:
             self.offset = state.position.offset
-        return self.batch_lag_seconds
+        return self.delivered()
 
     def idle(self, state: WorkerState, lag_messages: int) -> None:
         """Nothing to read: everything the stream held is applied."""
@@ -87,18 +75,10 @@ class WorkerMetrics:
             Series("batches_total", "counter", "Source batches applied.", self._batches),
             Series("mutations_total", "counter", "Mutations applied.", self._mutations),
             Series("rows_total", "counter", "Target rows written.", self._rows),
-            Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
-            Series(
+            *self.delivery_series(
                 "apply_lag_seconds",
-                "gauge",
                 "Age of the oldest source change read but not yet committed to the target.",
-                self.lag_seconds,
-            ),
-            Series(
-                "batch_lag_seconds",
-                "gauge",
                 "Source commit to target commit of the last applied micro-batch.",
-                self._batch_lag,
             ),
             Series("offset", "gauge", "Stream offset of the last applied message.", self._offset),
             Series(
@@ -142,12 +122,6 @@ class WorkerMetrics:
 
     def _rows(self) -> float:
         return self.rows
-
-    def _errors(self) -> float:
-        return self.errors
-
-    def _batch_lag(self) -> float:
-        return self.batch_lag_seconds
 
     def _offset(self) -> float:
         return self.offset

@@ -24,7 +24,13 @@ from pgshovel.sandbox._connection import (
     SandboxConnection,
     postgres_dsn,
 )
-from pgshovel.sandbox._plan import SERVICES, ProcessState, choose_ports, processes_to_stop
+from pgshovel.sandbox._plan import (
+    SERVICES,
+    PostgresLocation,
+    ProcessState,
+    choose_ports,
+    processes_to_stop,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -220,15 +226,41 @@ def stop_kafka(connection: SandboxConnection) -> None:
     _state.stop_one("kafka", connection.pids["kafka"], marker, location)
 
 
+def _start_again(
+    connection: SandboxConnection,
+    service: str,
+    timeout: float,
+    spawn: Callable[[dict[str, int], int], int],
+    answers: Callable[[int, int], bool],
+    where: PostgresLocation,
+) -> SandboxConnection:
+    """Start one stopped service on its recorded port; record and return its new PID."""
+    state_dir = Path(connection.state_dir)
+    marker = _state.markers(state_dir, where)[service]
+    ports, pids = dict(connection.ports), dict(connection.pids)
+
+    def stop(pid: int) -> None:
+        _state.stop_one(service, pid, marker, where)
+
+    _launch(
+        state_dir, service, ports, pids, timeout, functools.partial(spawn, ports), answers, stop
+    )
+    if ports[service] != connection.ports[service]:
+        stop(pids[service])
+        raise SandboxError(
+            f"{service}'s port {connection.ports[service]} was taken meanwhile; restart the sandbox"
+        )
+    updated = dataclasses.replace(connection, pids=pids)
+    _state.write_atomically(state_dir / _state.STATE_FILE, updated.to_json())
+    return updated
+
+
 def start_kafka(connection: SandboxConnection, timeout: float = 90.0) -> SandboxConnection:
     """Start the broker again on its recorded port; returns (and records) the new PID."""
     connection = _current(connection)
     state_dir = Path(connection.state_dir)
-    location = _state.location(state_dir, connection)
-    marker = _state.markers(state_dir, location)["kafka"]
-    ports, pids = dict(connection.ports), dict(connection.pids)
 
-    def spawn(port: int) -> int:
+    def spawn(ports: dict[str, int], port: int) -> int:
         _kafka.forget_previous_broker(ports["zookeeper"])
         log_file = _state.log_file(state_dir, "kafka")
         return _kafka.start(state_dir, port, ports["zookeeper"], log_file)
@@ -236,18 +268,9 @@ def start_kafka(connection: SandboxConnection, timeout: float = 90.0) -> Sandbox
     def answers(pid: int, port: int) -> bool:
         return _kafka.answers(pid, port, KAFKA_09_PROPERTIES)
 
-    def stop(pid: int) -> None:
-        _state.stop_one("kafka", pid, marker, location)
-
-    _launch(state_dir, "kafka", ports, pids, timeout, spawn, answers, stop)
-    if ports["kafka"] != connection.ports["kafka"]:
-        stop(pids["kafka"])
-        raise SandboxError(
-            f"kafka's port {connection.ports['kafka']} was taken meanwhile; restart the sandbox"
-        )
-    _kafka.warm_up(ports["kafka"], KAFKA_09_PROPERTIES, timeout)
-    updated = dataclasses.replace(connection, pids=pids)
-    _state.write_atomically(state_dir / _state.STATE_FILE, updated.to_json())
+    location = _state.location(state_dir, connection)
+    updated = _start_again(connection, "kafka", timeout, spawn, answers, location)
+    _kafka.warm_up(updated.ports["kafka"], KAFKA_09_PROPERTIES, timeout)
     return updated
 
 
@@ -260,30 +283,9 @@ def restart_postgres(connection: SandboxConnection, timeout: float = 60.0) -> Sa
     location = _state.location(state_dir, connection, user)
     marker = _state.markers(state_dir, location)["postgres"]
     _state.stop_one("postgres", connection.pids["postgres"], marker, location)
-    ports, pids = dict(connection.ports), dict(connection.pids)
 
-    def spawn(port: int) -> int:
+    def spawn(_ports: dict[str, int], port: int) -> int:
         return _postgres.start(location, user, port, _state.log_file(state_dir, "postgres"))
 
-    def stop(pid: int) -> None:
-        _state.stop_one("postgres", pid, marker, location)
-
-    _launch(
-        state_dir,
-        "postgres",
-        ports,
-        pids,
-        timeout,
-        spawn,
-        functools.partial(_postgres.answers, location),
-        stop,
-    )
-    if ports["postgres"] != connection.ports["postgres"]:
-        stop(pids["postgres"])
-        raise SandboxError(
-            f"postgresql's port {connection.ports['postgres']} was taken meanwhile; "
-            "restart the sandbox"
-        )
-    updated = dataclasses.replace(connection, pids=pids)
-    _state.write_atomically(state_dir / _state.STATE_FILE, updated.to_json())
-    return updated
+    answers = functools.partial(_postgres.answers, location)
+    return _start_again(connection, "postgres", timeout, spawn, answers, location)

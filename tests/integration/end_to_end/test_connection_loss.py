@@ -10,7 +10,6 @@ not move (no leadership change happened), and the copy converges row for row.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,8 @@ from tests.integration.capture._capture import SET, install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, worker_state, write_replication_yml
-from .test_schema_changes import source_rows
+from ._targets import make_target, source_rows
+from ._threads import WriterThreads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
 
@@ -35,56 +35,22 @@ INSERT INTO accounts SELECT g, 0, 'n' || g FROM generate_series(1, 500) g;
 """
 
 
-class ResilientWriter:
+class ResilientWriter(WriterThreads):
     """Threads that write through every fault: a lost connection is reopened, never fatal."""
 
-    def __init__(self, dsn: str, threads: int = 2) -> None:
-        self.dsn = dsn
-        self.committed = 0
-        self.reconnects = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(threads)]
+    reconnect = True
+    pause = 0.01
 
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
-
-    def _run(self, index: int) -> None:
-        rng = random.Random(index)
-        connection: Any = None
-        while not self._stop.is_set():
-            try:
-                if connection is None or connection.closed:
-                    connection = psycopg2.connect(self.dsn, connect_timeout=5)
-                with connection.cursor() as cursor:
-                    key = rng.randrange(1, 800)
-                    if rng.random() < 0.7:
-                        cursor.execute(
-                            "INSERT INTO accounts VALUES (%s, %s, 'w') ON CONFLICT (id) "
-                            "DO UPDATE SET balance = accounts.balance + EXCLUDED.balance",
-                            (key, rng.randrange(1, 100)),
-                        )
-                    else:
-                        cursor.execute("DELETE FROM accounts WHERE id = %s", (key,))
-                connection.commit()
-                with self._lock:
-                    self.committed += 1
-            except (psycopg2.OperationalError, psycopg2.InterfaceError):
-                with self._lock:
-                    self.reconnects += 1
-                if connection is not None:
-                    connection.close()
-                connection = None
-                self._stop.wait(0.5)
-            self._stop.wait(0.01)
-        if connection is not None:
-            connection.close()
+    def write(self, cursor: Any, rng: random.Random) -> None:
+        key = rng.randrange(1, 800)
+        if rng.random() < 0.7:
+            cursor.execute(
+                "INSERT INTO accounts VALUES (%s, %s, 'w') ON CONFLICT (id) "
+                "DO UPDATE SET balance = accounts.balance + EXCLUDED.balance",
+                (key, rng.randrange(1, 100)),
+            )
+        else:
+            cursor.execute("DELETE FROM accounts WHERE id = %s", (key,))
 
 
 def terminate(dsn: str, application_name: str) -> int:
@@ -119,7 +85,8 @@ def test_relay_and_worker_ride_out_lost_connections_and_restarts(
     processes: list[Any],
 ) -> None:
     source = make_database("source")
-    target = make_database("target")
+    copy = make_target("postgresql", make_database, tmp_path, cluster_name)
+    target = copy.dsn
     with psycopg2.connect(source) as connection, connection.cursor() as cursor:
         cursor.execute(SCHEMA)
     connection.close()
@@ -128,10 +95,7 @@ def test_relay_and_worker_ride_out_lost_connections_and_restarts(
         tmp_path / "replication.yml",
         kafka_config,
         topic_of(cluster_name),
-        {
-            "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
-            "configuration": {"dsn": target},
-        },
+        copy.spec,
     )
     relay = RelayProcess(
         sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"

@@ -18,7 +18,6 @@ import random
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,14 +30,15 @@ from kazoo.client import KazooClient
 
 from pgshovel.admin import planning, twophase
 from pgshovel.cluster.sets import parse_set_document
-from pgshovel.replication.targets.parquet import current_path, read_current_text
+from pgshovel.replication.targets.parquet import current_path
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import context
 from tests.integration.capture._capture import SET, install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
-from .test_schema_changes import parquet_progress, postgres_progress, source_rows
+from ._targets import TargetUnderTest, make_target, source_rows
+from ._threads import WriterThreads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
 
@@ -54,60 +54,27 @@ ANALYZE big;
 """
 
 
-class Writer:
+class Writer(WriterThreads):
     """Threads updating and inserting rows of ``items`` and ``big`` until stopped."""
 
-    def __init__(self, dsn: str, threads: int = 2) -> None:
-        self.dsn = dsn
-        self.committed = 0
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self.paused = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(threads)]
+    pause = 0.003
 
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
-        if self.errors:
-            raise self.errors[0]
-
-    def _run(self, index: int) -> None:
-        rng = random.Random(index)
-        connection = psycopg2.connect(self.dsn)
-        try:
-            while not self._stop.is_set():
-                if self.paused.is_set():
-                    time.sleep(0.05)
-                    continue
-                with connection.cursor() as cursor:
-                    key = rng.randrange(1, BIG_ROWS + 2000)
-                    choice = rng.random()
-                    if choice < 0.5:
-                        cursor.execute("UPDATE big SET n = n + 1 WHERE id = %s", (key,))
-                    elif choice < 0.6:
-                        cursor.execute("DELETE FROM big WHERE id = %s", (key,))
-                    elif choice < 0.7:
-                        cursor.execute(
-                            "INSERT INTO big VALUES (%s, 'new', 0) ON CONFLICT (id) DO NOTHING",
-                            (key,),
-                        )
-                    else:
-                        cursor.execute(
-                            "UPDATE items SET v = v + 1, at = clock_timestamp() WHERE id = %s",
-                            (rng.randrange(1, 2001),),
-                        )
-                connection.commit()
-                self.committed += 1
-                time.sleep(0.003)
-        except BaseException as error:  # pragma: no cover - reported by stop()
-            self.errors.append(error)
-        finally:
-            connection.close()
+    def write(self, cursor: Any, rng: random.Random) -> None:
+        key = rng.randrange(1, BIG_ROWS + 2000)
+        choice = rng.random()
+        if choice < 0.5:
+            cursor.execute("UPDATE big SET n = n + 1 WHERE id = %s", (key,))
+        elif choice < 0.6:
+            cursor.execute("DELETE FROM big WHERE id = %s", (key,))
+        elif choice < 0.7:
+            cursor.execute(
+                "INSERT INTO big VALUES (%s, 'new', 0) ON CONFLICT (id) DO NOTHING", (key,)
+            )
+        else:
+            cursor.execute(
+                "UPDATE items SET v = v + 1, at = clock_timestamp() WHERE id = %s",
+                (rng.randrange(1, 2001),),
+            )
 
 
 def admin(sandbox: SandboxConnection, cluster: str, *words: str) -> subprocess.Popen[str]:
@@ -166,6 +133,11 @@ def tamper_postgres(target: str) -> None:
     connection.close()
 
 
+def output_path(copy: TargetUnderTest) -> Path:
+    assert copy.path is not None
+    return copy.path
+
+
 def tamper_parquet(output: Path) -> None:
     directory = Path(current_path(str(output), "public", "big"))
     files = sorted(directory.glob("*.parquet"))
@@ -196,39 +168,14 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         cursor.execute(SCHEMA)
     connection.close()
     install(zookeeper, cluster_name, source, [{"name": "items"}])
-    if target_kind == "postgresql":
-        target_dsn = make_database("target")
-        target: dict[str, Any] = {
-            "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
-            "configuration": {"dsn": target_dsn},
-        }
-        progress: Callable[[], tuple[int | None, int]] = lambda: postgres_progress(  # noqa: E731
-            target_dsn, cluster_name
-        )
+    copy = make_target(target_kind, make_database, tmp_path, cluster_name)
+    progress, copy_rows = copy.progress, copy.rows
 
-        def copy_rows(table: str) -> list[tuple[str | None, ...]]:
-            return source_rows(target_dsn, table)
-
-        def item_value(key: int) -> bool:
-            return any(
-                row[1] == str(key) for row in source_rows(target_dsn, "items") if row[0] == "1"
-            )
-    else:
-        output = tmp_path / "parquet"
-        target = {
-            "path": "pgshovel.replication.targets.parquet:ParquetTarget",
-            "configuration": {"path": str(output)},
-        }
-        progress = lambda: parquet_progress(output)  # noqa: E731
-
-        def copy_rows(table: str) -> list[tuple[str | None, ...]]:
-            return sorted(read_current_text(str(output), "public", table), key=repr)
-
-        def item_value(key: int) -> bool:
-            return any(row[0] == "1" and row[1] == str(key) for row in copy_rows("items"))
+    def item_value(key: int) -> bool:
+        return any(row[0] == "1" and row[1] == str(key) for row in copy_rows("items"))
 
     configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), target
+        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
     )
     text = configuration.read_text() + "snapshots: {rows_per_chunk: 8000, parallel: 2}\n"
     configuration.write_text(text)
@@ -303,10 +250,10 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         assert code == 0, output_text
         assert "no difference" in output_text
         if target_kind == "postgresql":
-            tamper_postgres(target_dsn)
+            tamper_postgres(copy.dsn)
         else:
             worker.stop()
-            tamper_parquet(output)
+            tamper_parquet(output_path(copy))
             worker = start_worker()
         verify = admin(sandbox, cluster_name, "verify", SET, "big")
         wait_until(

@@ -10,11 +10,9 @@ each target table has the source's columns (names, order, types) and rows.
 
 from __future__ import annotations
 
-import json
+import itertools
 import random
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +21,13 @@ import pytest
 from kazoo.client import KazooClient
 from psycopg2 import sql
 
-from pgshovel.replication.targets.parquet import read_current_text
 from pgshovel.sandbox import SandboxConnection
-from pgshovel.source import connect
 from tests.integration.capture._capture import install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._targets import make_target, source_columns, source_rows
+from ._threads import WriterThreads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
 
@@ -53,56 +51,22 @@ STEPS = (
 )
 
 
-class Writer:
+class Writer(WriterThreads):
     """Threads writing to ``live`` and to ``moved`` (under whatever name it has now)."""
 
+    # a rename or a DDL lock raced the write: again
+    rolled_back = (psycopg2.errors.UndefinedTable, psycopg2.errors.DeadlockDetected)
+
     def __init__(self, dsn: str, threads: int = 2) -> None:
-        self.dsn = dsn
+        super().__init__(dsn, threads)
         self.moved = "moved"
         self.big = False
-        self.committed = 0
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._next = 10_000
-        self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(threads)]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
-        if self.errors:
-            raise self.errors[0]
+        self._keys = itertools.count(10_001)
 
     def _key(self) -> int:
-        with self._lock:
-            self._next += 1
-            return self._next
+        return next(self._keys)
 
-    def _run(self, index: int) -> None:
-        rng = random.Random(index)
-        connection = psycopg2.connect(self.dsn)
-        try:
-            while not self._stop.is_set():
-                try:
-                    with connection.cursor() as cursor:
-                        self._write(cursor, rng)
-                    connection.commit()
-                    with self._lock:
-                        self.committed += 1
-                except (psycopg2.errors.UndefinedTable, psycopg2.errors.DeadlockDetected):
-                    connection.rollback()  # a rename or a DDL lock raced the write: again
-                time.sleep(0.005)
-        except BaseException as error:  # pragma: no cover - reported by stop()
-            self.errors.append(error)
-        finally:
-            connection.close()
-
-    def _write(self, cursor: Any, rng: random.Random) -> None:
+    def write(self, cursor: Any, rng: random.Random) -> None:
         value = rng.randrange(5_000_000_000, 9_000_000_000) if self.big else rng.randrange(10**6)
         choice = rng.random()
         if choice < 0.4:
@@ -121,71 +85,6 @@ class Writer:
             )
 
 
-def source_columns(dsn: str, table: str) -> list[tuple[str, str]]:
-    connection = connect(dsn, "pgshovel-tests")
-    with connection, connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            (f"public.{table}",),
-        )
-        columns = [(str(name), str(kind)) for name, kind in cursor.fetchall()]
-    connection.close()
-    return columns
-
-
-def source_rows(dsn: str, table: str) -> list[tuple[str | None, ...]]:
-    """Rows as PostgreSQL prints them, every value as text, sorted."""
-    connection = connect(dsn, "pgshovel-tests")
-    with connection, connection.cursor() as cursor:
-        columns = [name for name, _ in source_columns(dsn, table)]
-        cursor.execute(
-            sql.SQL("SELECT {} FROM {}").format(
-                sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in columns),
-                sql.Identifier("public", table),
-            )
-        )
-        rows = [tuple(row) for row in cursor.fetchall()]
-    connection.close()
-    return sorted(rows, key=repr)
-
-
-def postgres_progress(target: str, cluster: str) -> tuple[int | None, int]:
-    connection = connect(target, "pgshovel-tests")
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
-            if not cursor.fetchone()[0]:  # type: ignore[index]
-                return None, 0
-            cursor.execute(
-                "SELECT position_offset, jsonb_array_length(tasks) "
-                "FROM pgshovel_replication.worker_state WHERE cluster = %s",
-                (cluster,),
-            )
-            row = cursor.fetchone()
-        connection.rollback()
-    finally:
-        connection.close()
-    return (None, 0) if row is None else (row[0], int(row[1]))
-
-
-def parquet_progress(path: Path) -> tuple[int | None, int]:
-    state = path / "_state.json"
-    if not state.exists():
-        return None, 0
-    document = json.loads(state.read_text())
-    position = document.get("position")
-    return (None if position is None else int(position["offset"])), len(document.get("tasks") or ())
-
-
-def parquet_columns(path: Path, table: str) -> list[tuple[str, str]]:
-    document = json.loads((path / "_state.json").read_text())
-    for item in document["tables"]:
-        if (item["schema"], item["name"]) == ("public", table):
-            return [(name, sql_type) for name, sql_type, *_ in item["columns"]]
-    raise AssertionError(f"the Parquet target does not hold public.{table}")
-
-
 @pytest.mark.parametrize("target_kind", ["postgresql", "parquet"])
 def test_every_target_follows_schema_changes_under_writes_and_kills(
     target_kind: str,
@@ -202,24 +101,10 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
         cursor.execute(SCHEMA)
     connection.close()
     install(zookeeper, cluster_name, source, [{"name": "live"}, {"name": "moved"}])
-    if target_kind == "postgresql":
-        target_dsn = make_database("target")
-        target: dict[str, Any] = {
-            "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
-            "configuration": {"dsn": target_dsn},
-        }
-        progress: Callable[[], tuple[int | None, int]] = lambda: postgres_progress(  # noqa: E731
-            target_dsn, cluster_name
-        )
-    else:
-        output = tmp_path / "parquet"
-        target = {
-            "path": "pgshovel.replication.targets.parquet:ParquetTarget",
-            "configuration": {"path": str(output)},
-        }
-        progress = lambda: parquet_progress(output)  # noqa: E731
+    copy = make_target(target_kind, make_database, tmp_path, cluster_name)
+    progress = copy.progress
     configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), target
+        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
     )
     relay_yml = write_relay_yml(tmp_path, sandbox)
     counter = iter(range(1, 100))
@@ -294,16 +179,8 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
     assert "copied again" in log, "the volatile default and USING made the worker copy live again"
 
     for table in ("live", "moved2"):
-        expected_columns = source_columns(source, table)
-        expected_rows = source_rows(source, table)
-        if target_kind == "postgresql":
-            assert source_columns(target_dsn, table) == expected_columns, table
-            assert source_rows(target_dsn, table) == expected_rows, table
-        else:
-            assert parquet_columns(output, table) == expected_columns, table
-            assert (
-                sorted(read_current_text(str(output), "public", table), key=repr) == expected_rows
-            )
+        assert copy.columns(table) == source_columns(source, table), table
+        assert copy.rows(table) == source_rows(source, table), table
     assert [name for name, _ in source_columns(source, "live")] == [
         "id",
         "a",

@@ -1,0 +1,128 @@
+"""The copy under test, PostgreSQL or Parquet, read the same way: progress, columns, rows.
+
+``make_target`` makes the target's configuration (a scratch database or a
+directory under the test's tmp_path) and returns what tests ask of it: the
+stored stream offset and the number of snapshot tasks, a table's columns
+(names and types) and its rows as PostgreSQL's text, sorted, just as
+``source_columns`` and ``source_rows`` read the source.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from psycopg2 import sql
+
+from pgshovel.replication.targets.parquet import read_current_text
+from pgshovel.source import connect
+
+POSTGRES = "pgshovel.replication.targets.postgresql:PostgresTarget"
+PARQUET = "pgshovel.replication.targets.parquet:ParquetTarget"
+
+
+def source_columns(dsn: str, table: str) -> list[tuple[str, str]]:
+    connection = connect(dsn, "pgshovel-tests")
+    with connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            (f"public.{table}",),
+        )
+        columns = [(str(name), str(kind)) for name, kind in cursor.fetchall()]
+    connection.close()
+    return columns
+
+
+def source_rows(dsn: str, table: str) -> list[tuple[str | None, ...]]:
+    """Rows as PostgreSQL prints them, every value as text, sorted."""
+    connection = connect(dsn, "pgshovel-tests")
+    with connection, connection.cursor() as cursor:
+        columns = [name for name, _ in source_columns(dsn, table)]
+        cursor.execute(
+            sql.SQL("SELECT {} FROM {}").format(
+                sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in columns),
+                sql.Identifier("public", table),
+            )
+        )
+        rows = [tuple(row) for row in cursor.fetchall()]
+    connection.close()
+    return sorted(rows, key=repr)
+
+
+def postgres_progress(target: str, cluster: str) -> tuple[int | None, int]:
+    connection = connect(target, "pgshovel-tests")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
+            if not cursor.fetchone()[0]:  # type: ignore[index]
+                return None, 0
+            cursor.execute(
+                "SELECT position_offset, jsonb_array_length(tasks) "
+                "FROM pgshovel_replication.worker_state WHERE cluster = %s",
+                (cluster,),
+            )
+            row = cursor.fetchone()
+        connection.rollback()
+    finally:
+        connection.close()
+    return (None, 0) if row is None else (row[0], int(row[1]))
+
+
+def parquet_progress(path: Path) -> tuple[int | None, int]:
+    state = path / "_state.json"
+    if not state.exists():
+        return None, 0
+    document = json.loads(state.read_text())
+    position = document.get("position")
+    return (None if position is None else int(position["offset"])), len(document.get("tasks") or ())
+
+
+def parquet_columns(path: Path, table: str) -> list[tuple[str, str]]:
+    document = json.loads((path / "_state.json").read_text())
+    for item in document["tables"]:
+        if (item["schema"], item["name"]) == ("public", table):
+            return [(name, sql_type) for name, sql_type, *_ in item["columns"]]
+    raise AssertionError(f"the Parquet target does not hold public.{table}")
+
+
+@dataclass(frozen=True)
+class TargetUnderTest:
+    """A PostgreSQL (``dsn``) or Parquet (``path``) copy of the set of ``cluster``."""
+
+    cluster: str
+    spec: dict[str, Any]
+    dsn: str = ""
+    path: Path | None = None
+
+    def progress(self) -> tuple[int | None, int]:
+        """(stored stream offset or None, snapshot tasks left)."""
+        if self.path is not None:
+            return parquet_progress(self.path)
+        return postgres_progress(self.dsn, self.cluster)
+
+    def columns(self, table: str) -> list[tuple[str, str]]:
+        if self.path is not None:
+            return parquet_columns(self.path, table)
+        return source_columns(self.dsn, table)
+
+    def rows(self, table: str) -> list[tuple[str | None, ...]]:
+        if self.path is not None:
+            return sorted(read_current_text(str(self.path), "public", table), key=repr)
+        return source_rows(self.dsn, table)
+
+
+def make_target(
+    kind: str, make_database: Callable[[str], str], tmp_path: Path, cluster: str
+) -> TargetUnderTest:
+    """A fresh copy of ``kind`` ("postgresql" or "parquet") for one test."""
+    if kind == "postgresql":
+        dsn = make_database("target")
+        return TargetUnderTest(cluster, {"path": POSTGRES, "configuration": {"dsn": dsn}}, dsn=dsn)
+    path = tmp_path / "parquet"
+    return TargetUnderTest(
+        cluster, {"path": PARQUET, "configuration": {"path": str(path)}}, path=path
+    )
