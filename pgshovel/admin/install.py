@@ -16,7 +16,8 @@ from importlib import resources
 
 from psycopg2 import sql
 
-from pgshovel.admin import grants, schema_capture
+from pgshovel.admin import capture_library, grants, schema_capture
+from pgshovel.admin.capture_library import Implementation
 from pgshovel.cluster import names
 from pgshovel.errors import DatabaseError
 from pgshovel.protocol import configuration_pb2
@@ -53,8 +54,23 @@ def text_array_literal(values: Sequence[str]) -> str:
     return "{" + ",".join(quoted) + "}"
 
 
-def capture_function(cluster: str, hstore_schema: str) -> sql.Composable:
-    """CREATE OR REPLACE the cluster's capture function (sql/capture.sql)."""
+def capture_function(
+    cluster: str, hstore_schema: str, implementation: Implementation = "plpgsql"
+) -> sql.Composable:
+    """CREATE OR REPLACE the cluster's capture function: the C trigger of
+    ext/pgshovel_capture.c, or its PL/pgSQL twin (sql/capture.sql)."""
+    if implementation == "c":
+        # No SET clauses: the C trigger pins the output settings itself, and only
+        # when a session differs from them; every name it uses is schema-qualified.
+        # The same spelling as sql/capture.sql: {schema}.capture().
+        return sql.SQL(
+            "CREATE OR REPLACE FUNCTION {}.capture() RETURNS trigger LANGUAGE c "
+            "SECURITY DEFINER AS {}, {}"
+        ).format(
+            sql.Identifier(names.schema_name(cluster)),
+            sql.Literal(capture_library.LIBRARY),
+            sql.Literal(capture_library.LIBRARY),
+        )
     if "$" in hstore_schema:
         # The function body is dollar-quoted; a '$' in this name could end it early.
         raise DatabaseError(
@@ -69,7 +85,9 @@ def capture_function(cluster: str, hstore_schema: str) -> sql.Composable:
     )
 
 
-def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composable]:
+def base_statements(
+    cluster: str, hstore_schema: str | None, implementation: Implementation = "plpgsql"
+) -> list[sql.Composable]:
     """PgQ, the cluster schema, hstore (into that schema when missing), node id, functions,
     the schema capture (history table, event triggers), and no EXECUTE for PUBLIC on the
     functions that run as their owner."""
@@ -90,7 +108,7 @@ def base_statements(cluster: str, hstore_schema: str | None) -> list[sql.Composa
         sql.SQL(
             "INSERT INTO {} (id) VALUES (pg_catalog.gen_random_uuid()) ON CONFLICT DO NOTHING"
         ).format(node),
-        capture_function(cluster, hstore_schema),
+        capture_function(cluster, hstore_schema, implementation),
         *schema_capture.statements(cluster),
         *grants.revoke_statements(cluster),
     ]

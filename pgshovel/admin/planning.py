@@ -15,7 +15,7 @@ from typing import Any
 from psycopg2.extensions import connection
 
 import pgshovel
-from pgshovel.admin import catalog, install, schema_capture
+from pgshovel.admin import capture_library, catalog, install, schema_capture
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation
 from pgshovel.cluster import names
@@ -58,6 +58,11 @@ def _hstore_schema(conn: connection, dsn: str) -> str | None:
             "(e.g. the postgresql-<version>-pgq3 package) on that server"
         )
     return schema
+
+
+def _capture(conn: connection, dsn: str) -> capture_library.Implementation:
+    """The capture function this database gets (the C trigger where it can run)."""
+    return capture_library.choose(conn, mask_dsn(dsn))
 
 
 def _resolve_tables(
@@ -118,7 +123,7 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     tables = _resolve_tables(conn, configuration)
     data, version = _set_data(configuration)
     statements = [
-        *install.base_statements(context.cluster, hstore),
+        *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
         install.create_queue(context.cluster, set_name),
     ]
     for table in tables:
@@ -170,7 +175,7 @@ def plan_set_update(context: Context, set_name: str, configuration: SetConfigura
     data, version = _set_data(configuration)
     kept = {(table.schema, table.name) for table in tables}
     statements = [
-        *install.base_statements(context.cluster, hstore),
+        *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
         install.create_queue(context.cluster, set_name),
     ]
     notes = []
@@ -282,7 +287,9 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         # would wait on each other's locks.
         key = node_id(conn, context.cluster) or dsn
         if key not in steps:
-            statements = install.base_statements(context.cluster, _hstore_schema(conn, dsn))
+            statements = install.base_statements(
+                context.cluster, _hstore_schema(conn, dsn), _capture(conn, dsn)
+            )
             steps[key] = DatabaseStep(dsn, tuple(statements))
         # Every table's shape, recorded once in the history the relay decodes with.
         announcements = [

@@ -1,0 +1,106 @@
+"""Which capture function a database gets: the C trigger where its library is installed,
+else the PL/pgSQL one.
+
+Both implement the one contract of ``sql/capture.sql`` and write the same events
+byte for byte; the C trigger (``ext/pgshovel_capture.c``, built and installed by
+``make setup``) costs the writing transaction about a third of the PL/pgSQL one
+(see ``make bench``). Creating a C function needs a superuser, so the library is
+used when the admin connection is a superuser's and the server loads
+``pgshovel_capture`` answering the contract version this pgshovel expects.
+``PGSHOVEL_CAPTURE`` overrides the choice: ``auto`` (default), ``c`` (an error
+when the library cannot be used) or ``plpgsql``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import psycopg2
+from psycopg2 import sql
+from psycopg2.extensions import connection
+
+from pgshovel.errors import ConfigurationError
+
+LIBRARY = "pgshovel_capture"
+#: what pgshovel_capture_version() must answer (ext/pgshovel_capture.c)
+CONTRACT_VERSION = 1
+ENVIRONMENT = "PGSHOVEL_CAPTURE"
+CHOICES = ("auto", "c", "plpgsql")
+
+Implementation = Literal["c", "plpgsql"]
+
+
+def requested() -> str:
+    """``PGSHOVEL_CAPTURE``, checked; ``auto`` when unset or empty."""
+    value = os.environ.get(ENVIRONMENT, "").strip() or "auto"
+    if value not in CHOICES:
+        raise ConfigurationError(
+            f"{ENVIRONMENT}={value!r} is not one of {', '.join(CHOICES)}; "
+            "unset it to let pgshovel-admin choose"
+        )
+    return value
+
+
+def library_version(conn: connection) -> int | None:
+    """The contract version the server's ``pgshovel_capture`` library answers, or None
+    when it cannot be used from ``conn`` (not a superuser, library missing or broken).
+
+    It creates a probe function in ``pg_temp`` inside a transaction it rolls back.
+    """
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER")
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        return None
+    if conn.autocommit:
+        conn.autocommit = False
+        try:
+            return _probe(conn)
+        finally:
+            conn.rollback()
+            conn.autocommit = True
+    # Inside the caller's transaction: probe under a savepoint and undo just that.
+    with conn.cursor() as cursor:
+        cursor.execute("SAVEPOINT pgshovel_capture_probe")
+    try:
+        return _probe(conn)
+    finally:
+        with conn.cursor() as cursor:
+            cursor.execute("ROLLBACK TO SAVEPOINT pgshovel_capture_probe")
+            cursor.execute("RELEASE SAVEPOINT pgshovel_capture_probe")
+
+
+def _probe(conn: connection) -> int | None:
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                sql.SQL(
+                    "CREATE FUNCTION pg_temp.pgshovel_capture_version() RETURNS integer "
+                    "LANGUAGE c AS {}, 'pgshovel_capture_version'"
+                ).format(sql.Literal(LIBRARY))
+            )
+            cursor.execute("SELECT pg_temp.pgshovel_capture_version()")
+            answer = cursor.fetchone()
+    except psycopg2.Error:
+        return None
+    return None if answer is None else int(answer[0])
+
+
+def choose(conn: connection, database: str) -> Implementation:
+    """The capture function for the database ``conn`` reaches (named ``database`` in errors)."""
+    wanted = requested()
+    if wanted == "plpgsql":
+        return "plpgsql"
+    version = library_version(conn)
+    if version == CONTRACT_VERSION:
+        return "c"
+    if wanted == "c":
+        found = "is not loadable by a superuser" if version is None else f"answers {version}"
+        raise ConfigurationError(
+            f"{ENVIRONMENT}=c but the {LIBRARY} library of database {database!r} {found} "
+            f"(expected contract {CONTRACT_VERSION}): build and install it on that server "
+            f"(make -C ext install, needs postgresql-server-dev-15) and connect as a "
+            f"superuser, or unset {ENVIRONMENT}"
+        )
+    return "plpgsql"

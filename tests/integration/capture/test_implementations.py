@@ -1,0 +1,182 @@
+"""The C capture trigger and its PL/pgSQL twin write the same events.
+
+Two clusters capture the same tables of one database, one with each
+implementation (chosen by PGSHOVEL_CAPTURE as pgshovel-admin does), so every
+statement fires both triggers; their queues must then decode to the same
+mutations, and hold the same event types, times, transactions and extra fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg2
+import pytest
+from kazoo.client import KazooClient
+from psycopg2 import sql
+
+from pgshovel.admin import capture_library
+from pgshovel.cluster import names
+from pgshovel.errors import ConfigurationError
+from pgshovel.sandbox import SandboxConnection
+from tests.fix_sandbox import unique_name
+from tests.integration.admin._admin import execute, rows
+from tests.integration.capture import test_types
+from tests.integration.capture._capture import SET, captured, install
+
+pytestmark = pytest.mark.integration
+
+HOSTILE_SESSION = (
+    "SET datestyle = 'SQL, DMY'; SET intervalstyle = 'sql_standard'; "
+    "SET timezone = 'America/New_York'; SET extra_float_digits = 0; "
+    "SET bytea_output = 'escape'; SET search_path = public, pg_catalog"
+)
+
+
+@pytest.fixture
+def second_cluster(sandbox: SandboxConnection) -> Iterator[str]:
+    name = unique_name("pl", separator="_", limit=40)
+    yield name
+    client = KazooClient(hosts=sandbox.zookeeper_hosts, timeout=10.0)
+    client.start(timeout=15.0)
+    try:
+        client.delete(f"/{name}", recursive=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+def _function_language(dsn: str, cluster: str) -> str:
+    found = rows(
+        dsn,
+        "SELECT l.lanname FROM pg_catalog.pg_proc p "
+        "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
+        "WHERE p.pronamespace = %s::regnamespace AND p.proname = 'capture'",
+        (names.schema_name(cluster),),
+    )
+    return str(found[0][0])
+
+
+def _raw_events(dsn: str, cluster: str) -> list[tuple[object, ...]]:
+    (prefix,) = rows(
+        dsn,
+        "SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = %s",
+        (names.queue_name(cluster, SET),),
+    )[0]
+    schema, table = str(prefix).split(".")
+    found = rows(
+        dsn,
+        sql.SQL(
+            "SELECT ev_time, ev_txid, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, "
+            "ev_extra4 FROM {} WHERE ev_type IN ('I', 'U', 'D', 'T') ORDER BY ev_id"
+        ).format(sql.Identifier(schema, table)),
+    )
+    # Row changes only (each set create announced its shapes in its own transaction).
+    # Key order inside a row object is not part of the contract; everything else is.
+    return [(*event[:3], json.loads(str(event[3])), *event[4:]) for event in found]
+
+
+def test_c_and_plpgsql_write_the_same_events(
+    database: str,
+    cluster_name: str,
+    second_cluster: str,
+    zookeeper: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    conn = psycopg2.connect(database)
+    try:
+        if capture_library.library_version(conn) != capture_library.CONTRACT_VERSION:
+            pytest.fail("the C capture library is not installed: run make setup (make ext)")
+    finally:
+        conn.close()
+    execute(database, test_types.SETUP)
+    definitions = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(column), sql.SQL(type_name))
+        for column, (type_name, _kind, _values) in test_types.MATRIX.items()
+    )
+    execute(
+        database,
+        sql.SQL(
+            'CREATE TABLE matrix (k serial PRIMARY KEY, "odd ""name""" text, gone int, {})'
+        ).format(definitions),
+    )
+    execute(database, "ALTER TABLE matrix DROP COLUMN gone")
+    execute(database, 'CREATE TABLE listed (k int PRIMARY KEY, "odd ""name""" text, skipped text)')
+    tables: list[dict[str, Any]] = [
+        {"name": "matrix"},
+        {"name": "listed", "columns": ["k", 'odd "name"']},
+    ]
+    monkeypatch.setenv(capture_library.ENVIRONMENT, "c")
+    install(zookeeper, cluster_name, database, tables)
+    monkeypatch.setenv(capture_library.ENVIRONMENT, "plpgsql")
+    install(zookeeper, second_cluster, database, tables)
+    assert _function_language(database, cluster_name) == "c"
+    assert _function_language(database, second_cluster) == "plpgsql"
+
+    columns = list(test_types.MATRIX)
+    insert = sql.SQL("INSERT INTO matrix ({}) VALUES ({})").format(
+        sql.SQL(", ").join(map(sql.Identifier, columns)),
+        sql.SQL(", ").join(sql.Placeholder() * len(columns)),
+    )
+    conn = psycopg2.connect(database)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cursor:
+            for session in ("", HOSTILE_SESSION):
+                if session:
+                    cursor.execute(session)
+                for values in test_types._rows():
+                    cursor.execute(insert, [values[column] for column in columns])
+            cursor.execute("UPDATE matrix SET i4 = i4 WHERE k = 1")  # no change: no event
+            cursor.execute("UPDATE matrix SET i4 = coalesce(i4, 0) + 1, tsz = now()")
+            cursor.execute("DELETE FROM matrix WHERE k % 2 = 0")
+            cursor.execute("INSERT INTO listed VALUES (1, 'a', 'x'), (2, NULL, 'y')")
+            cursor.execute("UPDATE listed SET skipped = 'z'")  # outside the columns: no event
+            cursor.execute('UPDATE listed SET "odd ""name""" = \'b\', skipped = \'w\'')
+            cursor.execute("BEGIN")
+            cursor.execute("INSERT INTO listed VALUES (3, 'rolled back', NULL)")
+            cursor.execute("ROLLBACK")
+            cursor.execute("DELETE FROM listed WHERE k = 1")
+            cursor.execute("TRUNCATE matrix")
+    finally:
+        conn.close()
+
+    c_events = _raw_events(database, cluster_name)
+    plpgsql_events = _raw_events(database, second_cluster)
+    assert len(c_events) > 2 * len(test_types._rows())
+    assert c_events == plpgsql_events
+    assert captured(database, cluster_name) == captured(database, second_cluster)
+
+
+def test_the_choice_of_implementation(database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = psycopg2.connect(database)
+    try:
+        monkeypatch.setenv(capture_library.ENVIRONMENT, "assembler")
+        with pytest.raises(ConfigurationError, match="PGSHOVEL_CAPTURE='assembler' is not one"):
+            capture_library.choose(conn, "db")
+        monkeypatch.setenv(capture_library.ENVIRONMENT, "plpgsql")
+        assert capture_library.choose(conn, "db") == "plpgsql"
+        monkeypatch.delenv(capture_library.ENVIRONMENT)
+        assert capture_library.choose(conn, "db") == "c"
+        # A role that may not create C functions gets the PL/pgSQL trigger, or a clear
+        # error when it asked for C.
+        role = unique_name("plain", separator="_", limit=40)
+        with conn.cursor() as cursor:
+            cursor.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.commit()
+        plain = psycopg2.connect(database, user=role)
+        try:
+            assert capture_library.library_version(plain) is None
+            assert capture_library.choose(plain, "db") == "plpgsql"
+            monkeypatch.setenv(capture_library.ENVIRONMENT, "c")
+            with pytest.raises(ConfigurationError, match="library of database 'db' is not"):
+                capture_library.choose(plain, "db")
+        finally:
+            plain.close()
+            with conn.cursor() as cursor:
+                cursor.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+            conn.commit()
+    finally:
+        conn.close()
