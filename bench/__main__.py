@@ -109,7 +109,7 @@ class Suite:
         steps: dict[str, tuple[Callable[[], list[Figure]], Callable[[], list[Figure]]]] = {
             "capture": (
                 lambda: capture.figures(capture.measure(sb.postgres_dsn, s, wd), s),
-                lambda: capture.figures({}, s),
+                lambda: capture.figures(capture.CaptureRuns(), s),
             ),
             "relay": (
                 lambda: relay.figures(relay.measure(sb, s, wd, self.profile), s),

@@ -2,8 +2,11 @@
 
 A :class:`Figure` holds the raw runs of its variant ("value") and of its
 baseline, from which the medians, the ratio and whether each goal is met are
-derived. A figure that could not be measured keeps a ``note`` saying why and
-shows it in the table instead of numbers; benchmarks report, they never fail.
+derived. A figure may also hold the runs of a reference both are compared
+to (e.g. no capture when the baseline is another capture); its "gap" is its
+ratio to that reference minus its baseline's. A figure that could not be
+measured keeps a ``note`` saying why and shows it in the table instead of
+numbers; benchmarks report, they never fail.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Literal
 
 from bench._stats import median, ratio
 
-Subject = Literal["value", "ratio"]
+Subject = Literal["value", "ratio", "gap"]
 Comparison = Literal[">=", "<="]
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 _SYMBOL = {">=": "≥", "<=": "≤"}
@@ -23,21 +26,26 @@ _SYMBOL = {">=": "≥", "<=": "≤"}
 
 @dataclass(frozen=True)
 class Goal:
-    """A threshold on the figure's median value or on its ratio to the baseline."""
+    """A threshold on the figure's median value, its ratio to the baseline, or its gap."""
 
     subject: Subject
     comparison: Comparison
     threshold: float
 
-    def met(self, value: float | None, figure_ratio: float | None) -> bool | None:
-        measured = value if self.subject == "value" else figure_ratio
+    def met(
+        self, value: float | None, figure_ratio: float | None, gap: float | None = None
+    ) -> bool | None:
+        measured = {"value": value, "ratio": figure_ratio, "gap": gap}[self.subject]
         if measured is None:
             return None
         return bool(_COMPARE[self.comparison](measured, self.threshold))
 
     def describe(self, unit: str) -> str:
+        threshold = format_number(self.threshold)
+        if self.subject == "gap":
+            return f"gap {_SYMBOL[self.comparison]} {threshold}"
         suffix = "x" if self.subject == "ratio" else (f" {unit}" if unit else "")
-        return f"{_SYMBOL[self.comparison]} {format_number(self.threshold)}{suffix}"
+        return f"{_SYMBOL[self.comparison]} {threshold}{suffix}"
 
 
 @dataclass
@@ -53,6 +61,8 @@ class Figure:
     goals: tuple[Goal, ...] = ()
     note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    reference: list[float] = field(default_factory=list)
+    reference_title: str = ""
 
     @property
     def value(self) -> float | None:
@@ -67,11 +77,19 @@ class Figure:
         return ratio(self.value, self.baseline_value)
 
     @property
+    def gap(self) -> float | None:
+        """Ratio to the reference minus the baseline's ratio to it (None without a reference)."""
+        reference = median(self.reference)
+        mine = ratio(self.value, reference)
+        theirs = ratio(self.baseline_value, reference)
+        return None if mine is None or theirs is None else mine - theirs
+
+    @property
     def met(self) -> bool | None:
         """True/False when every goal could be judged; None when none applies or data is missing."""
         if not self.goals:
             return None
-        verdicts = [goal.met(self.value, self.ratio) for goal in self.goals]
+        verdicts = [goal.met(self.value, self.ratio, self.gap) for goal in self.goals]
         if any(verdict is None for verdict in verdicts):
             return None
         return all(verdicts)
@@ -87,6 +105,9 @@ class Figure:
             "median": self.value,
             "baseline_median": self.baseline_value,
             "ratio": self.ratio,
+            "reference_title": self.reference_title,
+            "reference_runs": list(self.reference),
+            "gap": self.gap,
             "goals": [goal.describe(self.unit) for goal in self.goals],
             "met": self.met,
             "note": self.note,
@@ -126,6 +147,8 @@ def table_rows(figure: Figure) -> list[str]:
     if figure.baseline_title and figure.baseline:
         baseline = f"{baseline} ({figure.baseline_title})"
     ratio_text = "-" if figure.ratio is None else f"{figure.ratio:.3f}"
+    if figure.gap is not None:
+        ratio_text += f" (gap {figure.gap:+.3f} vs {figure.reference_title})"
     met = {True: "yes", False: "**no**", None: "-"}[figure.met]
     return [figure.title, _with_unit(figure.value, figure.unit), baseline, ratio_text, goal, met]
 

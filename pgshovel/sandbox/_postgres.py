@@ -31,7 +31,14 @@ from pgshovel.sandbox._plan import (
     postgres_location,
     traversable,
 )
-from pgshovel.sandbox._render import initdb_command, postgres_command
+from pgshovel.sandbox._render import (
+    POSTGRES_DURABILITY,
+    POSTGRES_INCLUDE_LINE,
+    POSTGRES_INCLUDED_FILE,
+    initdb_command,
+    postgres_command,
+    render_postgres_conf,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +124,23 @@ def prepare(location: PostgresLocation, user: ServerUser, log_file: Path) -> Non
 
 
 def start(location: PostgresLocation, user: ServerUser, port: int, log_file: Path) -> int:
+    _write_durability_settings(location, user)
     command = postgres_command(bindir(), location.data_dir, location.socket_dir, port)
     return _process.spawn(
         command, log_file, cwd=location.root, user=user.name if user.switch else None
     )
+
+
+def _write_durability_settings(location: PostgresLocation, user: ServerUser) -> None:
+    """The settings ``ALTER SYSTEM`` may override, in a file ``postgresql.conf`` includes."""
+    included = location.data_dir / POSTGRES_INCLUDED_FILE
+    included.write_text(render_postgres_conf(POSTGRES_DURABILITY), encoding="utf-8")
+    if user.switch:
+        os.chown(included, user.uid, user.gid)
+    conf = location.data_dir / "postgresql.conf"
+    if POSTGRES_INCLUDE_LINE not in conf.read_text(encoding="utf-8").splitlines():
+        with conf.open("a", encoding="utf-8") as output:
+            output.write(f"\n{POSTGRES_INCLUDE_LINE}\n")
 
 
 def answers(location: PostgresLocation, pid: int, port: int) -> bool:

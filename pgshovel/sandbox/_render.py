@@ -4,7 +4,10 @@ Every setting the sandbox chooses for PostgreSQL, ZooKeeper and Kafka lives here
 so the choices can be read (and unit-tested) in one place. Speed over durability:
 PostgreSQL runs with ``fsync=off``/``synchronous_commit=off`` and ZooKeeper with
 ``forceSync=no``; a crash of the machine may lose the sandbox's data, never a
-user's.
+user's. PostgreSQL's durability settings go into a file its ``postgresql.conf``
+includes rather than onto the command line, which ``ALTER SYSTEM`` cannot
+override: the benchmarks turn durability on for a while with ``ALTER SYSTEM``
+and a reload. ``wal_level=logical`` lets them run a logical decoding peer.
 """
 
 from __future__ import annotations
@@ -51,12 +54,35 @@ POSTGRES_SETTINGS: dict[str, str] = {
     "listen_addresses": "127.0.0.1",
     "max_prepared_transactions": "64",
     "max_connections": "200",
-    "fsync": "off",
-    "synchronous_commit": "off",
-    "full_page_writes": "off",
+    # A replication slot and pg_recvlogical: the benchmarks' logical decoding peer.
+    "wal_level": "logical",
+    "max_replication_slots": "10",
+    "max_wal_senders": "10",
     "cluster_name": "pgshovel-sandbox",
     "log_line_prefix": "%m [%p] %q%u@%d ",
 }
+
+#: Settings ``ALTER SYSTEM`` may override (they live in :data:`POSTGRES_INCLUDED_FILE`).
+POSTGRES_DURABILITY: dict[str, str] = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+}
+#: The file in the data directory that holds :data:`POSTGRES_DURABILITY`.
+POSTGRES_INCLUDED_FILE = "pgshovel-sandbox.conf"
+#: The line ``postgresql.conf`` gets so the server reads that file.
+POSTGRES_INCLUDE_LINE = f"include_if_exists = '{POSTGRES_INCLUDED_FILE}'"
+
+
+def render_postgres_conf(settings: Mapping[str, str]) -> str:
+    """``postgresql.conf`` text: one ``name = 'value'`` per line, in the given order."""
+    lines = ["# Written by pgshovel's sandbox at every start; ALTER SYSTEM overrides it.\n"]
+    for name, value in settings.items():
+        if "\n" in value or "\\" in value:
+            raise ValueError(f"setting {name!r} must be one plain line, got {value!r}")
+        quoted = value.replace("'", "''")
+        lines.append(f"{name} = '{quoted}'\n")
+    return "".join(lines)
 
 
 def render_properties(settings: Mapping[str, object]) -> str:

@@ -2,7 +2,8 @@
 
 Runs the relay, latency, apply and verify groups in quick mode against the test
 sandbox (``--use-sandbox``, so no second sandbox starts); the capture and
-snapshot groups only add pgbench and a SparkSession, which other tests cover.
+snapshot groups only add pgbench and a SparkSession, which other tests cover
+(the capture group's consumers and durable switch: ``test_bench_capture.py``).
 """
 
 from __future__ import annotations

@@ -88,3 +88,40 @@ def test_document_keeps_every_raw_run_and_is_json() -> None:
     assert saved["goals"] == ["≥ 50,000 /s", "≥ 0.5x"]
     assert saved["met"] is False
     assert loaded["table"].startswith("| figure |")
+
+
+def floor_gap(values: list[float], floor: list[float], none: list[float]) -> Figure:
+    return Figure(
+        "capture.tpcb.pgshovel_floor",
+        "pgshovel vs the floor (TPS)",
+        "tps",
+        values=values,
+        baseline=floor,
+        baseline_title="capture floor",
+        goals=(Goal("gap", ">=", -0.05),),
+        reference=none,
+        reference_title="no capture",
+    )
+
+
+def test_gap_is_the_difference_of_both_ratios_to_the_reference() -> None:
+    # pgshovel at 0.80 of no capture, the floor at 0.83: within 0.05 of the floor.
+    figure = floor_gap([800, 790, 810], [830, 820, 840], [1000, 990, 1010])
+    assert figure.gap is not None and round(figure.gap, 3) == -0.03
+    assert figure.met is True
+    assert floor_gap([700] * 3, [830] * 3, [1000] * 3).met is False
+    assert floor_gap([700] * 3, [830] * 3, []).met is None
+    assert throughput([1.0], [2.0]).gap is None
+
+
+def test_a_gap_shows_next_to_the_ratio_and_in_the_document() -> None:
+    figure = floor_gap([800] * 3, [830] * 3, [1000] * 3)
+    row = render_table([figure]).splitlines()[2]
+    assert row == (
+        "| pgshovel vs the floor (TPS) | 800 tps | 830 tps (capture floor) "
+        "| 0.964 (gap -0.030 vs no capture) | gap ≥ -0.05 | yes |"
+    )
+    saved = document([figure], "quick", {}, "", 0.0)["figures"][0]
+    assert saved["reference_runs"] == [1000] * 3
+    assert round(saved["gap"], 3) == -0.03
+    assert saved["goals"] == ["gap ≥ -0.05"]

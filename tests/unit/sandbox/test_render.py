@@ -7,10 +7,14 @@ from pathlib import Path
 import pytest
 
 from pgshovel.sandbox._render import (
+    POSTGRES_DURABILITY,
+    POSTGRES_INCLUDE_LINE,
+    POSTGRES_INCLUDED_FILE,
     initdb_command,
     kafka_command,
     kafka_settings,
     postgres_command,
+    render_postgres_conf,
     render_properties,
     zookeeper_command,
     zookeeper_settings,
@@ -67,6 +71,38 @@ def test_postgres_command_enables_prepared_transactions_on_loopback() -> None:
     assert settings["unix_socket_directories"] == "/run"
     assert int(settings["max_prepared_transactions"]) > 0
     assert settings["max_connections"] == "200"
+
+
+def test_postgres_allows_logical_decoding() -> None:
+    command = postgres_command(Path("/pg/bin"), Path("/d"), Path("/run"), 5433)
+    settings = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "-c")
+    assert settings["wal_level"] == "logical"
+    assert int(settings["max_replication_slots"]) > 0
+    assert int(settings["max_wal_senders"]) > 0
+
+
+def test_durability_settings_stay_off_the_command_line_so_alter_system_can_change_them() -> None:
+    command = postgres_command(Path("/pg/bin"), Path("/d"), Path("/run"), 5433)
+    assert not [a for a in command if a.split("=")[0] in POSTGRES_DURABILITY]
+    assert POSTGRES_DURABILITY == {
+        "fsync": "off",
+        "synchronous_commit": "off",
+        "full_page_writes": "off",
+    }
+    conf = render_postgres_conf(POSTGRES_DURABILITY)
+    assert conf.startswith("# ")
+    assert conf.splitlines()[1:] == [
+        "fsync = 'off'",
+        "synchronous_commit = 'off'",
+        "full_page_writes = 'off'",
+    ]
+    assert POSTGRES_INCLUDE_LINE == f"include_if_exists = '{POSTGRES_INCLUDED_FILE}'"
+
+
+def test_postgres_conf_values_are_quoted_and_one_line() -> None:
+    assert render_postgres_conf({"a": "it's"}).splitlines()[1] == "a = 'it''s'"
+    with pytest.raises(ValueError, match="one plain line"):
+        render_postgres_conf({"a": "x\ny"})
 
 
 def test_initdb_trusts_local_connections_as_postgres() -> None:

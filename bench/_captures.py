@@ -1,0 +1,206 @@
+"""The captures of pgbench's four tables that the capture group compares, with their consumers.
+
+Each capture is a context manager that installs itself on the scratch
+database, starts its consumer, and removes both when the block ends (on errors
+too), so every run starts from an empty queue or a new slot:
+
+- ``none``: no capture, the baseline;
+- ``pgshovel``: pgshovel's triggers, installed with the same SQL
+  ``pgshovel-admin set create`` runs (without ZooKeeper), pgbench_history
+  captured unkeyed; ``pgshovel-no-ddl`` the same with its two schema event
+  triggers disabled;
+- ``jsontriga``: PgQ's own C trigger ``pgq.jsontriga``, a reference;
+- ``floor``: the cheapest trigger-and-queue capture there is, a PL/pgSQL row
+  trigger that inserts one constant event; what any trigger capture costs;
+- ``logical``: no trigger, a wal2json logical replication slot; the peer that
+  reads the WAL after the fact.
+
+The PgQ captures are drained by a consumer thread, the slot by
+``pg_recvlogical`` (see :mod:`bench._drain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from psycopg2 import sql
+from psycopg2.extensions import connection
+
+from bench._drain import logical_drain, pgq_drain
+from pgshovel.admin import catalog, install
+from pgshovel.cluster import names
+from pgshovel.source import Catalog
+
+CLUSTER = "benchcapture"
+SET = "pgbench"
+TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
+JSONTRIGA_QUEUE = "bench_jsontriga"
+FLOOR_QUEUE = "bench_floor"
+FLOOR_FUNCTION = "bench_capture_floor"
+SLOT = "bench_wal2json"
+PLUGIN = "wal2json"
+
+#: A capture's context manager: (autocommit connection to the scratch database, its DSN, workdir).
+Capture = Callable[[connection, str, Path], AbstractContextManager[None]]
+
+
+def _run(conn: connection, statements: list[sql.Composable]) -> None:
+    with conn.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def _install_pgshovel(conn: connection) -> None:
+    statements = [
+        *install.base_statements(CLUSTER, catalog.extension_schema(conn, "hstore")),
+        install.create_queue(CLUSTER, SET),
+    ]
+    version = "0123456789abcdef"
+    for table in TABLES:
+        info = Catalog(conn).table("public", table)
+        if info is None:
+            raise RuntimeError(f"pgbench -i did not create {table!r}; is pgbench 15 installed?")
+        capture = install.TableCapture("public", table, info.primary_key, ())
+        statements += install.install_triggers(CLUSTER, SET, version, capture)
+    _run(conn, statements)
+
+
+def _remove_pgshovel(conn: connection) -> None:
+    statements: list[sql.Composable] = []
+    for table in TABLES:
+        statements += install.drop_triggers(CLUSTER, SET, "public", table)
+    statements.append(install.drop_queue(CLUSTER, SET))
+    _run(conn, statements)
+
+
+def _event_triggers(conn: connection, state: str) -> None:
+    _run(
+        conn,
+        [
+            sql.SQL("ALTER EVENT TRIGGER {} " + state).format(sql.Identifier(name))
+            for name in (names.ddl_trigger_name(CLUSTER), names.drop_trigger_name(CLUSTER))
+        ],
+    )
+
+
+def _trigger_capture(conn: connection, queue: str, function: sql.Composable) -> None:
+    """Create ``queue`` and a row trigger calling ``function`` (with the queue) on every table."""
+    _run(
+        conn,
+        [
+            sql.SQL("SELECT pgq.create_queue({})").format(sql.Literal(queue)),
+            *(
+                sql.SQL(
+                    "CREATE TRIGGER bench_capture AFTER INSERT OR UPDATE OR DELETE ON {} "
+                    "FOR EACH ROW EXECUTE FUNCTION {}({})"
+                ).format(sql.Identifier("public", table), function, sql.Literal(queue))
+                for table in TABLES
+            ),
+        ],
+    )
+
+
+def _remove_trigger_capture(conn: connection, queue: str) -> None:
+    _run(
+        conn,
+        [
+            *(
+                sql.SQL("DROP TRIGGER IF EXISTS bench_capture ON {}").format(
+                    sql.Identifier("public", table)
+                )
+                for table in TABLES
+            ),
+            sql.SQL("SELECT pgq.drop_queue({}, true)").format(sql.Literal(queue)),
+        ],
+    )
+
+
+@contextmanager
+def no_capture(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    """The baseline: pgbench's tables as they are."""
+    yield
+
+
+@contextmanager
+def pgshovel(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    _install_pgshovel(conn)
+    try:
+        with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
+            yield
+    finally:
+        _remove_pgshovel(conn)
+
+
+@contextmanager
+def pgshovel_without_ddl(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    """pgshovel with its schema event triggers disabled (they fire on DDL only)."""
+    _install_pgshovel(conn)
+    try:
+        _event_triggers(conn, "DISABLE")
+        try:
+            with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
+                yield
+        finally:
+            _event_triggers(conn, "ENABLE")
+    finally:
+        _remove_pgshovel(conn)
+
+
+@contextmanager
+def jsontriga(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    _run(conn, [sql.SQL("CREATE EXTENSION IF NOT EXISTS pgq")])
+    _trigger_capture(conn, JSONTRIGA_QUEUE, sql.SQL("pgq.jsontriga"))
+    try:
+        with pgq_drain(dsn, JSONTRIGA_QUEUE):
+            yield
+    finally:
+        _remove_trigger_capture(conn, JSONTRIGA_QUEUE)
+
+
+def _create_floor_function(conn: connection) -> None:
+    _run(
+        conn,
+        [
+            sql.SQL("CREATE EXTENSION IF NOT EXISTS pgq"),
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+                "BEGIN\n"
+                "    PERFORM pgq.insert_event_raw(TG_ARGV[0], NULL, now(), NULL, NULL, 'x', '[]',"
+                " NULL, NULL, NULL, NULL);\n"
+                "    RETURN NULL;\n"
+                "END\n"
+                "$$"
+            ).format(sql.Identifier("public", FLOOR_FUNCTION)),
+        ],
+    )
+
+
+@contextmanager
+def floor(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    """One constant event per row from a PL/pgSQL trigger: the least a trigger capture costs."""
+    _create_floor_function(conn)
+    _trigger_capture(conn, FLOOR_QUEUE, sql.Identifier("public", FLOOR_FUNCTION))
+    try:
+        with pgq_drain(dsn, FLOOR_QUEUE):
+            yield
+    finally:
+        _remove_trigger_capture(conn, FLOOR_QUEUE)
+
+
+@contextmanager
+def logical(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    """A wal2json slot that pg_recvlogical streams while the block runs."""
+    with logical_drain(conn, dsn, SLOT, PLUGIN, workdir / "pg_recvlogical.log"):
+        yield
+
+
+CAPTURES: dict[str, Capture] = {
+    "none": no_capture,
+    "pgshovel": pgshovel,
+    "pgshovel-no-ddl": pgshovel_without_ddl,
+    "jsontriga": jsontriga,
+    "floor": floor,
+    "logical": logical,
+}

@@ -1,0 +1,80 @@
+"""The capture group's figures: every comparison per settings and script, the bulk UPDATE, notes."""
+
+from __future__ import annotations
+
+from bench import capture
+from bench._modes import settings
+
+QUICK = settings("quick")
+
+
+def tps_runs(modes: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
+    speed = {"none": 1000.0, "pgshovel": 800.0, "pgshovel-no-ddl": 810.0}
+    return {
+        script: {mode: [speed.get(mode, 900.0)] * 3 for mode in modes} for script in capture.SCRIPTS
+    }
+
+
+def full_runs() -> capture.CaptureRuns:
+    return capture.CaptureRuns(
+        tps={name: tps_runs(modes) for name, modes in capture.TPS_CAPTURES.items()},
+        bulk={
+            mode: [100_000.0 if mode == "none" else 60_000.0] * 3 for mode in capture.BULK_CAPTURES
+        },
+    )
+
+
+def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
+    figures = {figure.key: figure for figure in capture.figures(full_runs(), QUICK)}
+    expected = []
+    for script in ("tpcb", "update"):
+        for key in (
+            "pgshovel",
+            "jsontriga",
+            "floor",
+            "logical",
+            "pgshovel_floor",
+            "event_triggers",
+        ):
+            expected.append(f"capture.{script}.{key}")
+    for script in ("tpcb", "update"):
+        for key in ("pgshovel", "jsontriga", "floor", "logical", "pgshovel_floor"):
+            expected.append(f"capture.{script}.{key}.durable")
+    expected += [f"capture.bulk.{mode}" for mode in ("pgshovel", "jsontriga", "floor", "logical")]
+    assert list(figures) == expected
+    assert all(figure.values and figure.baseline and not figure.note for figure in figures.values())
+
+    pgshovel = figures["capture.tpcb.pgshovel.durable"]
+    assert pgshovel.ratio == 0.8 and pgshovel.met is False  # the goal stays 0.85
+    assert "fsync+synchronous_commit on" in pgshovel.title
+    assert pgshovel.details["durable"] is True
+
+    versus_floor = figures["capture.update.pgshovel_floor"]
+    assert versus_floor.baseline_title == "capture floor"
+    assert versus_floor.gap is not None and round(versus_floor.gap, 3) == -0.1
+    assert versus_floor.met is False
+
+    bulk = figures["capture.bulk.pgshovel"]
+    assert bulk.unit == "rows/s" and bulk.ratio == 0.6 and bulk.met is True
+
+
+def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
+    runs = full_runs()
+    del runs.tps["durable"]
+    for script in runs.tps["fast"].values():
+        del script["logical"]
+    runs.failures = {"durable": "RuntimeError: fsync stayed off", "logical": "no wal2json"}
+    figures = {figure.key: figure for figure in capture.figures(runs, QUICK)}
+    assert figures["capture.tpcb.logical"].note == "not measured: no wal2json"
+    assert figures["capture.tpcb.pgshovel.durable"].note == (
+        "not measured: RuntimeError: fsync stayed off"
+    )
+    assert figures["capture.tpcb.pgshovel"].note == "" and figures["capture.tpcb.pgshovel"].values
+    # the bulk part measured its logical runs before the peer failed: they stand
+    assert figures["capture.bulk.logical"].note == "" and figures["capture.bulk.logical"].values
+
+
+def test_an_empty_run_still_lists_every_figure() -> None:
+    figures = capture.figures(capture.CaptureRuns(), QUICK)
+    assert len(figures) == 26
+    assert all(not figure.values for figure in figures)
