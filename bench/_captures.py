@@ -29,7 +29,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection
 
 from bench._drain import logical_drain, pgq_drain
-from pgshovel.admin import catalog, install
+from pgshovel.admin import capture_library, catalog, install
 from pgshovel.cluster import names
 from pgshovel.source import Catalog
 
@@ -52,9 +52,13 @@ def _run(conn: connection, statements: list[sql.Composable]) -> None:
             cursor.execute(statement)
 
 
-def _install_pgshovel(conn: connection) -> None:
+def _install_pgshovel(conn: connection, implementation: capture_library.Implementation) -> None:
+    if implementation == "c" and (
+        capture_library.library_version(conn) != capture_library.CONTRACT_VERSION
+    ):
+        raise RuntimeError("the C capture library is not installed (make setup runs make ext)")
     statements = [
-        *install.base_statements(CLUSTER, catalog.extension_schema(conn, "hstore")),
+        *install.base_statements(CLUSTER, catalog.extension_schema(conn, "hstore"), implementation),
         install.create_queue(CLUSTER, SET),
     ]
     version = "0123456789abcdef"
@@ -125,7 +129,19 @@ def no_capture(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 
 @contextmanager
 def pgshovel(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
-    _install_pgshovel(conn)
+    """pgshovel's capture as set create installs it with the C library (make ext)."""
+    _install_pgshovel(conn, "c")
+    try:
+        with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
+            yield
+    finally:
+        _remove_pgshovel(conn)
+
+
+@contextmanager
+def pgshovel_plpgsql(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    """pgshovel's PL/pgSQL capture, what a database without the C library gets."""
+    _install_pgshovel(conn, "plpgsql")
     try:
         with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
             yield
@@ -136,7 +152,7 @@ def pgshovel(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 @contextmanager
 def pgshovel_without_ddl(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
     """pgshovel with its schema event triggers disabled (they fire on DDL only)."""
-    _install_pgshovel(conn)
+    _install_pgshovel(conn, "c")
     try:
         _event_triggers(conn, "DISABLE")
         try:
@@ -199,6 +215,7 @@ def logical(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 CAPTURES: dict[str, Capture] = {
     "none": no_capture,
     "pgshovel": pgshovel,
+    "pgshovel-plpgsql": pgshovel_plpgsql,
     "pgshovel-no-ddl": pgshovel_without_ddl,
     "jsontriga": jsontriga,
     "floor": floor,

@@ -2,7 +2,8 @@
 
 A scratch database is initialized with ``pgbench -i``; for two scripts (the
 built-in TPC-B-like one and a single-row UPDATE) every round runs pgbench once
-per capture of :mod:`bench._captures` (no capture; pgshovel's; pgshovel's with
+per capture of :mod:`bench._captures` (no capture; pgshovel's C trigger; its
+PL/pgSQL fallback; pgshovel's with
 its schema event triggers disabled, whose ratio to pgshovel should be 1 as they
 fire on DDL only; PgQ's C trigger ``pgq.jsontriga``; the floor, one constant
 event per row from a PL/pgSQL trigger; a wal2json slot read by
@@ -65,10 +66,18 @@ BULK_UPDATE = sql.SQL("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE
 SCRIPTS = {"tpcb": "TPC-B-like", "update": "single-row UPDATE"}
 #: settings name -> the captures run with them
 TPS_CAPTURES = {
-    "fast": ("none", "pgshovel", "pgshovel-no-ddl", "jsontriga", "floor", "logical"),
+    "fast": (
+        "none",
+        "pgshovel",
+        "pgshovel-plpgsql",
+        "pgshovel-no-ddl",
+        "jsontriga",
+        "floor",
+        "logical",
+    ),
     "durable": ("none", "pgshovel", "jsontriga", "floor", "logical"),
 }
-BULK_CAPTURES = ("none", "pgshovel", "jsontriga", "floor", "logical")
+BULK_CAPTURES = ("none", "pgshovel", "pgshovel-plpgsql", "jsontriga", "floor", "logical")
 
 
 @dataclass
@@ -273,6 +282,11 @@ class Comparison:
 
 COMPARISONS: tuple[Comparison, ...] = (
     Comparison("pgshovel", "capture overhead, {}, pgshovel", "pgshovel", goals=(GOAL,)),
+    Comparison(
+        "pgshovel_plpgsql",
+        "capture overhead, {}, pgshovel's PL/pgSQL fallback",
+        "pgshovel-plpgsql",
+    ),
     Comparison("jsontriga", "capture overhead, {}, pgq.jsontriga reference", "jsontriga"),
     Comparison("floor", "capture floor (constant event per row), {}", "floor"),
     Comparison("logical", "capture overhead, {}, logical decoding (wal2json) peer", "logical"),
@@ -298,6 +312,7 @@ COMPARISONS: tuple[Comparison, ...] = (
 #: the bulk UPDATE's figures: capture -> (title, goals)
 BULK_COMPARISONS: dict[str, tuple[str, tuple[Goal, ...]]] = {
     "pgshovel": ("pgshovel", (BULK_GOAL,)),
+    "pgshovel-plpgsql": ("pgshovel's PL/pgSQL fallback", ()),
     "jsontriga": ("pgq.jsontriga reference", ()),
     "floor": ("capture floor (constant event per row)", ()),
     "logical": ("logical decoding (wal2json) peer", ()),
@@ -351,7 +366,7 @@ def figures(runs: CaptureRuns, settings: Settings) -> list[Figure]:
     for mode, (title, goals) in BULK_COMPARISONS.items():
         made.append(
             Figure(
-                key=f"capture.bulk.{mode}",
+                key=f"capture.bulk.{mode.replace('-', '_')}",
                 title=f"bulk UPDATE of {BULK_ROWS:,} rows in one statement, {title} (rows/s)",
                 unit="rows/s",
                 values=runs.bulk.get(mode, []),
