@@ -19,17 +19,30 @@
  *     TimeZone, extra_float_digits, bytea_output) are compared with the pinned
  *     values and only set (and restored) when a session differs;
  *   - the queue's row in pgq.queue is read once per transaction, not once per
- *     event as pgq.insert_event_raw does (the current event table cannot
- *     change under a running transaction: PgQ's rotation waits for it);
+ *     event as pgq.insert_event_raw does. A transaction running across a
+ *     table rotation may keep writing into the previous table: PgQ reads both
+ *     tables for every batch such a transaction can fall in (batch_event_tables
+ *     compares the batch's txid range with the switch's), which is also what
+ *     happens to a REPEATABLE READ writer with pgq.insert_event, whose
+ *     snapshot shows it the same queue row all along;
  *   - the row is rendered straight into the event's JSON, with the output
  *     functions looked up once per statement.
- * The event itself is inserted with a kept SPI plan, so the table's index,
- * ev_txid's default and every check of the table apply as for PgQ's own insert.
+ *   - the event goes straight into the current event table (a heap insert and
+ *     its index entries, what the executor's INSERT would write) when that
+ *     table is exactly as PgQ makes it, and the function's owner may insert
+ *     into it; otherwise through a kept SPI plan of an INSERT, so a table with
+ *     triggers, rules, defaults or other indexes still gets everything it asks.
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -37,6 +50,8 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "nodes/execnodes.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/bytea.h"
@@ -58,10 +73,19 @@ PG_FUNCTION_INFO_V1(pgshovel_capture);
 #define QUEUE_SQL \
 	"SELECT queue_id, queue_data_pfx, queue_cur_table," \
 	" queue_event_seq::pg_catalog.regclass::pg_catalog.oid," \
-	" queue_disable_insert, queue_per_tx_limit" \
+	" queue_disable_insert, queue_per_tx_limit," \
+	" (queue_data_pfx OPERATOR(pg_catalog.||) '_'" \
+	" OPERATOR(pg_catalog.||) queue_cur_table)::pg_catalog.regclass::pg_catalog.oid" \
 	" FROM pgq.queue WHERE queue_name OPERATOR(pg_catalog.=) $1"
 
 #define NAME_SIZE 256
+
+/* The columns an event fills, in the order of insert_event's values, then ev_txid. */
+#define EVENT_COLUMNS 9
+static const char *const event_columns[EVENT_COLUMNS] = {
+	"ev_id", "ev_time", "ev_type", "ev_data", "ev_extra1", "ev_extra2", "ev_extra3",
+	"ev_extra4", "ev_txid"
+};
 
 /* One queue as this backend knows it; valid for one transaction at a time. */
 typedef struct QueueEntry
@@ -74,9 +98,12 @@ typedef struct QueueEntry
 	bool		disabled;
 	int32		per_tx_limit;	/* -1: none */
 	int32		count;			/* events of this transaction */
+	Oid			table_oid;		/* the current event table */
 	int32		plan_queue_id;	/* the table the plan inserts into */
 	int32		plan_table;
 	SPIPlanPtr	plan;
+	bool		direct;			/* insert straight into table_oid (see direct_insert) */
+	AttrNumber	columns[EVENT_COLUMNS];	/* attnums of ev_id, ev_time, ev_txid, ... */
 } QueueEntry;
 
 /* Per trigger and statement (fn_extra): output functions and captured columns. */
@@ -124,6 +151,111 @@ queue_entry(const char *name)
 		entry->plan_table = -1;
 	}
 	return entry;
+}
+
+/*
+ * May events go straight into the event table (heap and index inserts, as the
+ * executor would do them) instead of through the kept INSERT plan? Only for a
+ * table exactly as PgQ makes it: a plain table without triggers, rules, row
+ * security or check constraints, whose other columns have no default and
+ * accept NULL, and whose indexes are plain, non-unique column indexes.
+ * Anything else takes the INSERT plan, which applies whatever is there.
+ */
+static bool
+direct_possible(QueueEntry *entry)
+{
+	Relation	rel = table_open(entry->table_oid, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	List	   *indexes;
+	ListCell   *cell;
+	bool		possible = true;
+	int			i;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != NULL
+		|| rel->rd_rules != NULL || rel->rd_rel->relrowsecurity
+		|| (desc->constr != NULL && desc->constr->num_check > 0))
+		possible = false;
+	for (i = 0; i < EVENT_COLUMNS; i++)
+	{
+		entry->columns[i] = get_attnum(entry->table_oid, event_columns[i]);
+		if (entry->columns[i] == InvalidAttrNumber)
+			possible = false;
+	}
+	for (i = 0; possible && i < desc->natts; i++)
+	{
+		Form_pg_attribute attribute = TupleDescAttr(desc, i);
+		int			k;
+		bool		filled = false;
+
+		if (attribute->attisdropped)
+			continue;
+		for (k = 0; k < EVENT_COLUMNS; k++)
+			filled = filled || entry->columns[k] == attribute->attnum;
+		if (!filled && (attribute->atthasdef || attribute->attnotnull
+						|| attribute->attgenerated))
+			possible = false;
+	}
+	indexes = RelationGetIndexList(rel);
+	foreach(cell, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(cell), RowExclusiveLock);
+		IndexInfo  *info = BuildIndexInfo(index);
+
+		if (info->ii_Expressions != NIL || info->ii_Predicate != NIL || info->ii_Unique
+			|| info->ii_ExclusionOps != NULL)
+			possible = false;
+		index_close(index, NoLock);
+	}
+	table_close(rel, NoLock);
+	return possible;
+}
+
+/* One event into the current event table, as the executor's INSERT would write it. */
+static void
+direct_insert(QueueEntry *entry, Datum *values, const char *nulls)
+{
+	Relation	rel = table_open(entry->table_oid, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	Datum	   *row = palloc0(sizeof(Datum) * desc->natts);
+	bool	   *empty = palloc(sizeof(bool) * desc->natts);
+	HeapTuple	tuple;
+	List	   *indexes;
+	ListCell   *cell;
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+		empty[i] = true;
+	for (i = 0; i < EVENT_COLUMNS - 1; i++)
+	{
+		row[entry->columns[i] - 1] = values[i];
+		empty[entry->columns[i] - 1] = nulls[i] == 'n';
+	}
+	/* ev_txid: what its default, txid_current(), gives */
+	row[entry->columns[EVENT_COLUMNS - 1] - 1] =
+		Int64GetDatum((int64) U64FromFullTransactionId(GetTopFullTransactionId()));
+	empty[entry->columns[EVENT_COLUMNS - 1] - 1] = false;
+	tuple = heap_form_tuple(desc, row, empty);
+	heap_insert(rel, tuple, GetCurrentCommandId(true), 0, NULL);
+	indexes = RelationGetIndexList(rel);
+	foreach(cell, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(cell), RowExclusiveLock);
+		IndexInfo  *info = BuildIndexInfo(index);
+		Datum		keys[INDEX_MAX_KEYS];
+		bool		missing[INDEX_MAX_KEYS];
+		int			k;
+
+		/* like ExecInsertIndexTuples: an index being built is left alone */
+		if (index->rd_index->indisready)
+		{
+			for (k = 0; k < info->ii_NumIndexAttrs; k++)
+				keys[k] = heap_getattr(tuple, info->ii_IndexAttrNumbers[k], desc, &missing[k]);
+			index_insert(index, keys, missing, &tuple->t_self, rel, UNIQUE_CHECK_NO, false,
+						 info);
+		}
+		index_close(index, NoLock);
+	}
+	table_close(rel, NoLock);
 }
 
 /* Read the queue's row once per transaction; SPI must be connected. */
@@ -191,6 +323,8 @@ load_queue(QueueEntry *entry, Datum name)
 		entry->plan = plan;
 		entry->plan_queue_id = entry->queue_id;
 		entry->plan_table = entry->cur_table;
+		entry->table_oid = DatumGetObjectId(SPI_getbinval(row, desc, 7, &isnull));
+		entry->direct = direct_possible(entry);
 	}
 	entry->count = 0;
 	entry->lxid = MyProc->lxid;
@@ -220,7 +354,10 @@ insert_event(QueueEntry *entry, Datum name, const char *type, const char *data,
 	values[5] = CStringGetTextDatum(RelationGetRelationName(rel));
 	values[6] = CStringGetTextDatum(args[0]);
 	values[7] = CStringGetTextDatum(args[1]);
-	if (SPI_execute_plan(entry->plan, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (entry->direct
+		&& pg_class_aclcheck(entry->table_oid, GetUserId(), ACL_INSERT) == ACLCHECK_OK)
+		direct_insert(entry, values, nulls);
+	else if (SPI_execute_plan(entry->plan, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "pgshovel capture: inserting into queue \"%s\" failed", entry->name);
 }
 

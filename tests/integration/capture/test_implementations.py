@@ -133,6 +133,8 @@ def test_c_and_plpgsql_write_the_same_events(
             cursor.execute("UPDATE matrix SET i4 = coalesce(i4, 0) + 1, tsz = now()")
             cursor.execute("DELETE FROM matrix WHERE k % 2 = 0")
             cursor.execute("INSERT INTO listed VALUES (1, 'a', 'x'), (2, NULL, 'y')")
+            # An event far past a page: stored out of line (TOAST) by either path.
+            cursor.execute("INSERT INTO listed VALUES (4, repeat(md5('x'), 10000), NULL)")
             cursor.execute("UPDATE listed SET skipped = 'z'")  # outside the columns: no event
             cursor.execute('UPDATE listed SET "odd ""name""" = \'b\', skipped = \'w\'')
             cursor.execute("BEGIN")
