@@ -128,25 +128,25 @@ def no_capture(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 
 
 @contextmanager
-def pgshovel(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+def _pgshovel(
+    conn: connection, dsn: str, implementation: capture_library.Implementation
+) -> Iterator[None]:
+    _install_pgshovel(conn, implementation)
+    try:
+        with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
+            yield
+    finally:
+        _remove_pgshovel(conn)
+
+
+def pgshovel(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
     """pgshovel's capture as set create installs it with the C library (make ext)."""
-    _install_pgshovel(conn, "c")
-    try:
-        with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
-            yield
-    finally:
-        _remove_pgshovel(conn)
+    return _pgshovel(conn, dsn, "c")
 
 
-@contextmanager
-def pgshovel_plpgsql(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+def pgshovel_plpgsql(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
     """pgshovel's PL/pgSQL capture, what a database without the C library gets."""
-    _install_pgshovel(conn, "plpgsql")
-    try:
-        with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
-            yield
-    finally:
-        _remove_pgshovel(conn)
+    return _pgshovel(conn, dsn, "plpgsql")
 
 
 @contextmanager

@@ -195,6 +195,11 @@ def cluster_name(sandbox: SandboxConnection) -> Iterator[str]:
     """A unique pgshovel cluster name; its ZooKeeper tree is deleted after the test."""
     name = unique_name("test", separator="_", limit=40)
     yield name
+    delete_cluster(sandbox, name)
+
+
+def delete_cluster(sandbox: SandboxConnection, name: str) -> None:
+    """Delete cluster ``name``'s ZooKeeper tree (if any)."""
     client = KazooClient(hosts=sandbox.zookeeper_hosts, timeout=10.0)
     client.start(timeout=15.0)
     try:

@@ -21,7 +21,7 @@ from pgshovel.admin import capture_library
 from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError
 from pgshovel.sandbox import SandboxConnection
-from tests.fix_sandbox import unique_name
+from tests.fix_sandbox import delete_cluster, unique_name
 from tests.integration.admin._admin import execute, rows
 from tests.integration.capture import test_types
 from tests.integration.capture._capture import SET, captured, install
@@ -39,13 +39,7 @@ HOSTILE_SESSION = (
 def second_cluster(sandbox: SandboxConnection) -> Iterator[str]:
     name = unique_name("pl", separator="_", limit=40)
     yield name
-    client = KazooClient(hosts=sandbox.zookeeper_hosts, timeout=10.0)
-    client.start(timeout=15.0)
-    try:
-        client.delete(f"/{name}", recursive=True)
-    finally:
-        client.stop()
-        client.close()
+    delete_cluster(sandbox, name)
 
 
 def _function_language(dsn: str, cluster: str) -> str:
