@@ -17,12 +17,12 @@ rows a target writes (the last change of each key).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication import copytext
 from pgshovel.replication.changes import Key
-from pgshovel.replication.mutations import in_shape_order, row_values
+from pgshovel.replication.mutations import column_name, row_values
 from pgshovel.source import Column, TableShape
 from pgshovel.stream import codec
 from pgshovel.stream._codec_scalar import INTEGER_RANGES, check_decimal, format_uuid
@@ -145,25 +145,39 @@ class RowText:
         self._count = len(self._names)
         self._encoders = [encoder_for(column.type_name) for column in table.columns]
         self._key_positions = table.key_positions
-        self._key_parts = [(position, self._encoders[position]) for position in self._key_positions]
         self._required_old = table.key or table.column_names
+        self._key_of = self._key_reader()
 
-    def _key(self, row: stream_pb2.Row) -> Key:
-        columns = row.columns
-        return tuple([encode(columns[position].value) for position, encode in self._key_parts])
+    def _key_reader(self) -> Callable[[Sequence[stream_pb2.Column]], Key]:
+        """The key fields of a row's columns in shape order (one key column: no loop)."""
+        parts = [(position, self._encoders[position]) for position in self._key_positions]
+        if len(parts) == 1:
+            ((position, encode),) = parts
+
+            def single(columns: Sequence[stream_pb2.Column]) -> Key:
+                return (encode(columns[position].value),)
+
+            return single
+
+        def several(columns: Sequence[stream_pb2.Column]) -> Key:
+            return tuple([encode(columns[position].value) for position, encode in parts])
+
+        return several
 
     def old_key(self, row: stream_pb2.Row) -> Key:
         """The key fields of a mutation's old row, after checking the row against the shape."""
-        if in_shape_order(row, self._names):
-            return self._key(row)
+        columns = row.columns
+        if len(columns) == self._count and list(map(column_name, columns)) == self._names:
+            return self._key_of(columns)
         fields = row_values(row, self.table, self._required_old, "old", _convert)
         return tuple([fields[position] for position in self._key_positions])
 
     def new_key(self, row: stream_pb2.Row) -> tuple[Key, Pending]:
         """The key fields of a mutation's new row, checked against the shape, and the row's
         pending fields (read by ``fields`` only if the row is written)."""
-        if in_shape_order(row, self._names):
-            return self._key(row), row
+        columns = row.columns
+        if len(columns) == self._count and list(map(column_name, columns)) == self._names:
+            return self._key_of(columns), row
         fields = row_values(row, self.table, self._names, "new", _convert)
         return tuple([fields[position] for position in self._key_positions]), "\t".join(fields)
 
