@@ -2,8 +2,10 @@
 
 The last change per key wins; an UPDATE that changes the key deletes the old
 key and writes the new one; a TRUNCATE forgets everything before it and must be
-applied itself, before the remaining net rows. Pure: no I/O, unit-tested
-against a dict model.
+applied itself, before the remaining net rows. ``reduce_keyed`` works on keys
+and an opaque row per change (a target reads a row's values only if it is the
+last one of its key); ``reduce_changes`` is the same on ``Change`` values. Pure:
+no I/O, unit-tested against a dict model.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from pgshovel.errors import ProgrammingError, StreamError
 
 Text = str | None
 Row = tuple[Text, ...]
 Key = tuple[Text, ...]
+R = TypeVar("R")
 
 
 class Operation(enum.Enum):
@@ -44,38 +48,67 @@ class Change:
 
 
 @dataclass
-class NetEffect:
+class NetEffect(Generic[R]):
     """What to do to a keyed table: truncate first, then for each key a row or None (delete)."""
 
     truncate: bool = False
-    rows: dict[Key, Row | None] = field(default_factory=dict)
+    rows: dict[Key, R | None] = field(default_factory=dict)
 
     @property
-    def upserts(self) -> list[Row]:
+    def upserts(self) -> list[R]:
         return [row for row in self.rows.values() if row is not None]
+
+
+#: One change as keys: (TRUNCATE?, key it deletes or None, key it writes or None, its row).
+KeyedChange = tuple[bool, Key | None, Key | None, R | None]
 
 
 def key_of(row: Row, key_positions: Sequence[int]) -> Key:
     return tuple(row[position] for position in key_positions)
 
 
-def reduce_changes(changes: Iterable[Change], key_positions: Sequence[int]) -> NetEffect:
+def reduce_keyed(changes: Iterable[KeyedChange[R]]) -> NetEffect[R]:
+    """Fold keyed changes (in stream order) into their net effect.
+
+    A change deletes its old key (UPDATE, DELETE), then writes its row under its
+    new key (INSERT, UPDATE); an UPDATE that keeps its key only writes.
+    """
+    effect: NetEffect[R] = NetEffect()
+    rows = effect.rows
+    pop = rows.pop
+    for truncate, old_key, new_key, row in changes:
+        if truncate:
+            effect.truncate = True
+            rows.clear()
+            continue
+        if old_key is not None:
+            pop(old_key, None)
+            rows[old_key] = None
+        if new_key is not None:
+            # Re-insert at the end so the dict's order stays the order of last change.
+            pop(new_key, None)
+            rows[new_key] = row
+    return effect
+
+
+def _keyed(changes: Iterable[Change], key_positions: Sequence[int]) -> Iterable[KeyedChange[Row]]:
+    for change in changes:
+        operation = change.operation
+        if operation is Operation.TRUNCATE:
+            yield True, None, None, None
+            continue
+        old = change.old if operation is not Operation.INSERT else None
+        new = change.new if operation is not Operation.DELETE else None
+        yield (
+            False,
+            None if old is None else key_of(old, key_positions),
+            None if new is None else key_of(new, key_positions),
+            new,
+        )
+
+
+def reduce_changes(changes: Iterable[Change], key_positions: Sequence[int]) -> NetEffect[Row]:
     """Fold ``changes`` (in stream order) into their net effect on a keyed table."""
     if not key_positions:
         raise ProgrammingError("cannot reduce changes of an unkeyed table; apply them in order")
-    effect = NetEffect()
-    for change in changes:
-        if change.operation is Operation.TRUNCATE:
-            effect.truncate = True
-            effect.rows.clear()
-            continue
-        if change.old is not None and change.operation is not Operation.INSERT:
-            old_key = key_of(change.old, key_positions)
-            effect.rows.pop(old_key, None)
-            effect.rows[old_key] = None
-        if change.new is not None and change.operation is not Operation.DELETE:
-            new_key = key_of(change.new, key_positions)
-            # Re-insert at the end so the dict's order stays the order of last change.
-            effect.rows.pop(new_key, None)
-            effect.rows[new_key] = change.new
-    return effect
+    return reduce_keyed(_keyed(changes, key_positions))

@@ -11,6 +11,7 @@ Plain frozen values: they pickle into Spark tasks and compare by value.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,13 @@ class TableShape:
     def identity(self) -> tuple[str, str]:
         return (self.schema, self.name)
 
-    @property
+    # Cached: hot loops of the worker ask for them once per row. A frozen
+    # dataclass still takes cached_property (it writes the instance's __dict__).
+    @cached_property
     def column_names(self) -> tuple[str, ...]:
         return tuple(column.name for column in self.columns)
 
-    @property
+    @cached_property
     def key_positions(self) -> tuple[int, ...]:
         names = self.column_names
         return tuple(names.index(key) for key in self.key)

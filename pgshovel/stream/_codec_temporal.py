@@ -49,6 +49,9 @@ _COMMON_TIMESTAMP = re.compile(
 ).fullmatch
 _MINUTES: dict[str, int] = {}
 _MAX_CACHED_MINUTES = 65_536
+# The other way round: minutes since 1970 -> their text and era, for formatting.
+_MINUTE_TEXTS: dict[int, tuple[str, str]] = {}
+_SECONDS = tuple(f":{second:02d}" for second in range(60))
 _INTERVAL_CLOCK_RE = re.compile(r"([+-]?)([0-9]+):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?")
 _INTERVAL_NUMBER_RE = re.compile(r"[+-]?[0-9]+")
 # PostgreSQL prints the smallest time part, -2^63 microseconds, as
@@ -199,17 +202,39 @@ def _format_day(days: int) -> tuple[str, str]:
     return f"{year:04d}-{month:02d}-{day:02d}", ""
 
 
+def _minute_text(minute: int) -> tuple[str, str]:
+    """``('YYYY-MM-DD HH:MM', era suffix)`` of a minute since 1970, remembered."""
+    days, minute_of_day = divmod(minute, 24 * 60)
+    day, era = _format_day(days)
+    hour, minute_of_hour = divmod(minute_of_day, 60)
+    text = (f"{day} {hour:02d}:{minute_of_hour:02d}", era)
+    if len(_MINUTE_TEXTS) >= _MAX_CACHED_MINUTES:
+        _MINUTE_TEXTS.clear()
+    _MINUTE_TEXTS[minute] = text
+    return text
+
+
 def format_timestamp(micros: int, with_zone: bool, infinity: int) -> str:
     """PostgreSQL's text of a timestamp; with_zone prints it in UTC with ``+00``."""
-    if infinity == POSITIVE:
-        return "infinity"
-    if infinity == NEGATIVE:
-        return "-infinity"
-    check_timestamp(micros)
-    days, clock = divmod(micros, USECS_PER_DAY)
-    day, era = _format_day(days)
-    zone = "+00" if with_zone else ""
-    return f"{day} {_format_clock(clock)}{zone}{era}"
+    if infinity:
+        if infinity == POSITIVE:
+            return "infinity"
+        if infinity == NEGATIVE:
+            return "-infinity"
+    if not MIN_TIMESTAMP <= micros < END_TIMESTAMP:
+        check_timestamp(micros)
+    # Timestamps of a stream cluster around a few minutes: their text up to the
+    # minute is looked up, only seconds and fraction are printed each time.
+    minute, rest = divmod(micros, USECS_PER_MINUTE)
+    head, era = _MINUTE_TEXTS.get(minute) or _minute_text(minute)
+    second, fraction = divmod(rest, USECS_PER_SECOND)
+    if fraction:
+        text = head + _SECONDS[second] + f".{fraction:06d}".rstrip("0")
+    else:
+        text = head + _SECONDS[second]
+    if with_zone:
+        text += "+00"
+    return text + era if era else text
 
 
 def parse_date(text: str) -> tuple[int, int]:

@@ -8,13 +8,15 @@ set's table shapes (what the next micro-batch is planned against), the tables
 whose capture broke (their mutations are skipped until a remedy), the tables
 the copy must read again (new in the set, rows rewritten by DDL, capture
 repaired) and, for incremental snapshots, where each watermark stands and
-which keys of which table every batch changed.
+which keys of which table every batch changed (read from the rows only when
+asked: planning itself reads no values).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
@@ -59,16 +61,40 @@ class SchemaStep:
 Step = Segment | SchemaStep
 
 
+#: A row's key values as text (None when the row is empty or the table unkeyed).
+KeyText = Callable[[stream_pb2.Row, TableShape], tuple[str | None, ...] | None]
+
+
 @dataclass(frozen=True)
 class BatchChanges:
-    """For incremental snapshots: which tables a batch touched, by key, and its watermarks."""
+    """For incremental snapshots: which tables a batch touched, by key, and its watermarks.
+
+    The keys are read from the rows when first asked for (only a running
+    incremental snapshot asks), not while planning.
+    """
 
     batch: CommittedBatch
-    #: table -> key values (text) of every row a mutation of the batch touched
-    keys: dict[tuple[str, str], set[tuple[str | None, ...]]]
     #: tables a TRUNCATE or a schema change touched (every row may have changed)
     whole: set[tuple[str, str]]
     watermarks: tuple[stream_pb2.Watermark, ...]
+    #: the batch's row mutations with their table's shape at that point, in order
+    touched: tuple[tuple[TableShape, stream_pb2.Mutation], ...] = ()
+    key_text: KeyText | None = None
+
+    @cached_property
+    def keys(self) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
+        """table -> key values (text) of every row a mutation of the batch touched."""
+        keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
+        key_text = self.key_text
+        for table, mutation in self.touched:
+            touched = keys.setdefault(table.identity, set())
+            if key_text is None:
+                continue
+            for row in (mutation.old, mutation.new):
+                key = key_text(row, table)
+                if key is not None:
+                    touched.add(key)
+        return keys
 
 
 @dataclass(frozen=True)
@@ -90,7 +116,6 @@ class _Planner:
     tables: dict[tuple[str, str], TableShape]
     broken: set[tuple[str, str]]
     can_alter_type: Callable[[Column, Column], bool]
-    key_text: Callable[[stream_pb2.Row, TableShape], tuple[str | None, ...] | None]
     steps: list[Step] = field(default_factory=list)
     runs: dict[tuple[str, str], list[Entry]] = field(default_factory=dict)
     shapes: dict[tuple[str, str], TableShape] = field(default_factory=dict)
@@ -107,7 +132,11 @@ class _Planner:
             self.shapes = {}
 
     def mutation(
-        self, batch: CommittedBatch, mutation: stream_pb2.Mutation, changes: BatchChanges
+        self,
+        batch: CommittedBatch,
+        mutation: stream_pb2.Mutation,
+        whole: set[tuple[str, str]],
+        touched: list[tuple[TableShape, stream_pb2.Mutation]],
     ) -> None:
         name = (mutation.schema, mutation.table)
         if name in self.broken:
@@ -123,23 +152,19 @@ class _Planner:
         self.runs.setdefault(name, []).append((batch, mutation))
         self.shapes[name] = table
         if mutation.operation == stream_pb2.Mutation.TRUNCATE:
-            changes.whole.add(name)
+            whole.add(name)
             return
-        touched = changes.keys.setdefault(name, set())
-        for row in (mutation.old, mutation.new):
-            key = self.key_text(row, table)
-            if key is not None:
-                touched.add(key)
+        touched.append((table, mutation))
 
-    def schema_change(self, change: stream_pb2.SchemaChange, changes: BatchChanges) -> None:
+    def schema_change(self, change: stream_pb2.SchemaChange, whole: set[tuple[str, str]]) -> None:
         self.flush()
         name = (change.schema, change.table)
         before = self._before(change)
         after = shape_from_proto(change.shape) if change.HasField("shape") else None
         if before is not None:
             self.tables.pop(before.identity, None)
-            changes.whole.add(before.identity)
-        changes.whole.add(name)
+            whole.add(before.identity)
+        whole.add(name)
         if change.problem:
             self.broken.add(name)
             self.steps.append(SchemaStep(change, before, None))
@@ -214,7 +239,7 @@ def plan_micro_batch(
     broken: Iterable[tuple[str, str]],
     *,
     can_alter_type: Callable[[Column, Column], bool],
-    key_text: Callable[[stream_pb2.Row, TableShape], tuple[str | None, ...] | None],
+    key_text: KeyText,
 ) -> MicroBatchPlan:
     """The steps of a micro-batch and the set's tables after it.
 
@@ -222,21 +247,20 @@ def plan_micro_batch(
     values to a new type itself (else the table is read again); ``key_text``
     gives a row's key values as text (None when the row is empty).
     """
-    planner = _Planner(
-        {table.identity: table for table in tables}, set(broken), can_alter_type, key_text
-    )
+    planner = _Planner({table.identity: table for table in tables}, set(broken), can_alter_type)
     per_batch: list[BatchChanges] = []
     for batch in batches:
-        changes = BatchChanges(batch, {}, set(), ())
+        whole: set[tuple[str, str]] = set()
+        touched: list[tuple[TableShape, stream_pb2.Mutation]] = []
         watermarks: list[stream_pb2.Watermark] = []
         for item in _items(batch):
             if isinstance(item, stream_pb2.Mutation):
-                planner.mutation(batch, item, changes)
+                planner.mutation(batch, item, whole, touched)
             elif isinstance(item, stream_pb2.SchemaChange):
-                planner.schema_change(item, changes)
+                planner.schema_change(item, whole)
             else:
                 watermarks.append(item)
-        per_batch.append(BatchChanges(batch, changes.keys, changes.whole, tuple(watermarks)))
+        per_batch.append(BatchChanges(batch, whole, tuple(watermarks), tuple(touched), key_text))
     planner.flush()
     return MicroBatchPlan(
         steps=tuple(planner.steps),

@@ -24,6 +24,8 @@ __all__ = ["KafkaReader", "consumer_settings"]
 logger = logging.getLogger(__name__)
 
 PARTITION = 0
+#: Once a read has its first message, how long each further wait for more may last.
+DRAIN_SECONDS = 0.01
 
 
 def consumer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> dict[str, str]:
@@ -93,8 +95,22 @@ class KafkaReader:
         self._consumer.assign([TopicPartition(self.topic, PARTITION, offset)])
 
     def read(self, max_messages: int, timeout: float) -> list[tuple[int, stream_pb2.Message]]:
-        """Up to ``max_messages`` decoded messages in offset order, waiting at most ``timeout``."""
-        received = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        """Up to ``max_messages`` decoded messages in offset order.
+
+        Waits at most ``timeout`` for the first message, then takes what has
+        arrived and what keeps arriving (each wait at most ``DRAIN_SECONDS``):
+        a read ends once the partition is drained or ``max_messages`` are in,
+        not after ``timeout`` whatever arrived.
+        """
+        first = self._consumer.poll(timeout)
+        received = [] if first is None else [first]
+        while received and len(received) < max_messages:
+            more = self._consumer.consume(
+                num_messages=max_messages - len(received), timeout=DRAIN_SECONDS
+            )
+            if not more:
+                break
+            received.extend(more)
         messages = []
         for record in received:
             error = record.error()

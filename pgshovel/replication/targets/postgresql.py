@@ -203,10 +203,11 @@ class PostgresTarget:
     def _apply_segment(self, cursor: Cursor, segment: Segment) -> int:
         rows = 0
         for run in segment.runs:
-            changes = [to_change(mutation, run.table) for _, mutation in run.entries]
+            mutations = [mutation for _, mutation in run.entries]
             if run.table.key:
-                rows += _pgapply.apply_keyed(cursor, run.table, changes, STAGING_TABLE)
+                rows += _pgapply.apply_keyed(cursor, run.table, mutations, STAGING_TABLE)
             else:
+                changes = [to_change(mutation, run.table) for mutation in mutations]
                 rows += _pgapply.apply_unkeyed(cursor, run.table, changes)
         return rows
 

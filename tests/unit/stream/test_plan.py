@@ -115,3 +115,22 @@ def test_changed_keys_and_watermarks_are_noted_per_batch() -> None:
     assert first.keys == {("public", "t"): {("1",)}, ("public", "u"): {("2",)}}
     assert [m.request for m in first.watermarks] == ["x:low"]
     assert second.whole == {("public", "t")}
+
+
+def test_keys_are_read_only_when_asked_for() -> None:
+    read: list[object] = []
+
+    def counting_key_text(row: Any, table: TableShape) -> tuple[str | None, ...] | None:
+        read.append(row)
+        return key_text(row, table)
+
+    result = plan_micro_batch(
+        [batch(mutation("t", 1), mutation("t", 2))],
+        (T, U),
+        (),
+        can_alter_type=cast_is_exact,
+        key_text=counting_key_text,
+    )
+    assert read == []
+    assert result.batches[0].keys == {("public", "t"): {("1",), ("2",)}}
+    assert result.batches[0].keys is result.batches[0].keys  # read once
