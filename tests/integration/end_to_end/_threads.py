@@ -58,9 +58,11 @@ class WriterThreads:
                 if self.paused.is_set():
                     self._stop.wait(0.05)
                     continue
-                if connection is None:
-                    connection = psycopg2.connect(self.dsn, connect_timeout=5)
                 try:
+                    # Inside the try: while a server restarts, connecting fails too
+                    # ("the database system is starting up") and is retried the same way.
+                    if connection is None:
+                        connection = psycopg2.connect(self.dsn, connect_timeout=5)
                     with connection.cursor() as cursor:
                         self.write(cursor, rng)
                     connection.commit()
@@ -73,7 +75,8 @@ class WriterThreads:
                         raise
                     with self._lock:
                         self.reconnects += 1
-                    connection.close()
+                    if connection is not None:
+                        connection.close()
                     connection = None
                     self._stop.wait(0.5)
                 self._stop.wait(self.pause)
