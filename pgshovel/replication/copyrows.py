@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication import copytext
@@ -65,18 +66,21 @@ def _encode_integer(value: stream_pb2.Value) -> str:
     return encode_value(value)
 
 
-def _encode_string(value: stream_pb2.Value) -> str:
-    text = value.string
-    if text:
-        return _escaped(text)
-    return encode_value(value)
+def _text_encoder(kind: str) -> Callable[[stream_pb2.Value], str]:
+    """The encoder of a kind that holds PostgreSQL's text as it is (string, json)."""
+    read = attrgetter(kind)
+
+    def encode(value: stream_pb2.Value) -> str:
+        text = read(value)
+        if text:
+            return _escaped(text)
+        return encode_value(value)
+
+    return encode
 
 
-def _encode_json(value: stream_pb2.Value) -> str:
-    text = value.json
-    if text:
-        return _escaped(text)
-    return encode_value(value)
+_encode_string = _text_encoder("string")
+_encode_json = _text_encoder("json")
 
 
 def _encode_decimal(value: stream_pb2.Value) -> str:
