@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
@@ -308,15 +309,27 @@ def change_files(path: str, schema: str, table: str) -> list[str]:
 
 def read_current_text(path: str, schema: str, table: str) -> list[tuple[str | None, ...]]:
     """The current rows of ``schema.table``, every value as PostgreSQL's text (pyarrow, no
-    Spark): exactly what ``COPY ... TO STDOUT`` prints on the source, for comparisons."""
-    state, _ = _state(path)
-    shape = state.table(schema, table)
-    if shape is None:
-        raise ConfigurationError(f"{path} does not replicate {schema!r}.{table!r}")
-    rows = pq.read_table(current_path(path, schema, table), schema=_arrow.table_schema(shape))
-    return [
-        tuple(_parquet_chunks.texts(shape, row)) for row in _parquet_chunks.rows_as_python(rows)
-    ]
+    Spark): exactly what ``COPY ... TO STDOUT`` prints on the source, for comparisons.
+
+    A running worker removes a version's files once a newer one is committed; a read
+    that loses that race reads the newer version instead."""
+    while True:
+        state, versions = _state(path)
+        shape = state.table(schema, table)
+        if shape is None:
+            raise ConfigurationError(f"{path} does not replicate {schema!r}.{table!r}")
+        version = versions.get(f"{schema}.{table}")
+        try:
+            rows = pq.read_table(
+                current_path(path, schema, table), schema=_arrow.table_schema(shape)
+            )
+        except (OSError, pa.ArrowInvalid):
+            if _state(path)[1].get(f"{schema}.{table}") != version:
+                continue  # replaced while we read it: read the committed one
+            raise
+        return [
+            tuple(_parquet_chunks.texts(shape, row)) for row in _parquet_chunks.rows_as_python(rows)
+        ]
 
 
 def read_current(spark: Any, path: str, schema: str, table: str) -> Any:
