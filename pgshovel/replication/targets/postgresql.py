@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg2
@@ -150,54 +151,42 @@ class PostgresTarget:
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
         self._cluster, self._set_name = cluster, set_name
         self._connection = connect(self.dsn, "pgshovel-replicate target")
-        try:
-            with translating("preparing the postgresql target"), self.connection.cursor() as cursor:
-                _pgstate.lock(cursor, cluster, set_name)
-                _pgstate.create(cursor)
-                state = _pgstate.read(cursor, cluster, set_name)
-                self.connection.commit()
-        except BaseException:
-            self._roll_back()
-            raise
+        with self._transaction("preparing the postgresql target") as cursor:
+            _pgstate.lock(cursor, cluster, set_name)
+            _pgstate.create(cursor)
+            state = _pgstate.read(cursor, cluster, set_name)
         return state
 
     def begin_snapshot(self, state: WorkerState) -> None:
-        with translating("starting a snapshot load"), self.connection.cursor() as cursor:
+        with self._transaction("starting a snapshot load") as cursor:
             for table in state.tables:
                 _pgschema.drop_table(cursor, table)
                 _pgapply.create_table(cursor, table)
             _pgstate.write(cursor, self._cluster, self._set_name, state)
-            self.connection.commit()
 
     def snapshot_sink(self) -> SnapshotSink:
         return PostgresSnapshotSink(self.dsn)
 
     def finish_snapshot(self, state: WorkerState) -> None:
-        with translating("finishing a snapshot load"), self.connection.cursor() as cursor:
+        with self._transaction("finishing a snapshot load") as cursor:
             for table in state.tables:
                 cursor.execute(
                     sql.SQL("ANALYZE {}").format(sql.Identifier(table.schema, table.name))
                 )
             _pgstate.write(cursor, self._cluster, self._set_name, state)
-            self.connection.commit()
 
     def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
         first = plan.batches[0].batch.position.offset if plan.batches else None
         doing = f"applying {len(plan.batches)!r} batch(es) from offset {first!r} to the target"
         recopy = {table.identity for table, _ in plan.recopy}
         rows = 0
-        try:
-            with translating(doing + " (rolled back)"), self.connection.cursor() as cursor:
-                for step in plan.steps:
-                    if isinstance(step, Segment):
-                        rows += self._apply_segment(cursor, step)
-                    else:
-                        self._apply_schema(cursor, step, recopy)
-                _pgstate.write(cursor, self._cluster, self._set_name, state)
-                self.connection.commit()
-        except BaseException:
-            self._roll_back()
-            raise
+        with self._transaction(doing + " (rolled back)") as cursor:
+            for step in plan.steps:
+                if isinstance(step, Segment):
+                    rows += self._apply_segment(cursor, step)
+                else:
+                    self._apply_schema(cursor, step, recopy)
+            _pgstate.write(cursor, self._cluster, self._set_name, state)
         return rows
 
     def _apply_segment(self, cursor: Cursor, segment: Segment) -> int:
@@ -238,47 +227,37 @@ class PostgresTarget:
 
     def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
         table = chunk.key_range.table
-        try:
-            with translating(f"merging a chunk of {table.qualified!r}"):
-                with self.connection.cursor() as cursor:
-                    rows = _pgchunks.merge(cursor, chunk, changed)
-                    _pgchunks.drop(cursor, [chunk.attempt])
-                    _pgstate.write(cursor, self._cluster, self._set_name, state)
-                self.connection.commit()
-        except BaseException:
-            self._roll_back()
-            raise
+        with self._transaction(f"merging a chunk of {table.qualified!r}") as cursor:
+            rows = _pgchunks.merge(cursor, chunk, changed)
+            _pgchunks.drop(cursor, [chunk.attempt])
+            _pgstate.write(cursor, self._cluster, self._set_name, state)
         return rows
 
     def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
         table = chunk.key_range.table
-        try:
-            with translating(f"comparing a chunk of {table.qualified!r}"):
-                with self.connection.cursor() as cursor:
-                    result = _pgchunks.compare(cursor, chunk, changed)
-                    _pgchunks.drop(cursor, [chunk.attempt])
-                self.connection.commit()
-        except BaseException:
-            self._roll_back()
-            raise
+        with self._transaction(f"comparing a chunk of {table.qualified!r}") as cursor:
+            result = _pgchunks.compare(cursor, chunk, changed)
+            _pgchunks.drop(cursor, [chunk.attempt])
         return result
 
     def store_state(self, state: WorkerState) -> None:
-        try:
-            with translating("storing the worker state"), self.connection.cursor() as cursor:
-                _pgstate.write(cursor, self._cluster, self._set_name, state)
-                self.connection.commit()
-        except BaseException:
-            self._roll_back()
-            raise
+        with self._transaction("storing the worker state") as cursor:
+            _pgstate.write(cursor, self._cluster, self._set_name, state)
 
     def drop_staging(self, attempts: Collection[str] | None = None) -> None:
         prefix = attempt_prefix(self._cluster, self._set_name)
+        with self._transaction("removing staged chunks") as cursor:
+            _pgchunks.drop(
+                cursor, _pgchunks.leftovers(cursor, prefix) if attempts is None else attempts
+            )
+
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[Cursor]:
+        """A cursor in one target transaction, committed when the block ends and rolled
+        back on any error (``doing`` names the step in the error)."""
         try:
-            with translating("removing staged chunks"), self.connection.cursor() as cursor:
-                _pgchunks.drop(
-                    cursor, _pgchunks.leftovers(cursor, prefix) if attempts is None else attempts
-                )
+            with translating(doing), self.connection.cursor() as cursor:
+                yield cursor
                 self.connection.commit()
         except BaseException:
             self._roll_back()
