@@ -72,10 +72,11 @@ class CountingTarget(PostgresTarget):
     def done(self) -> bool:
         return self.next_offset >= self.end_offset
 
-    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
-        rows = super().apply(plan, state)
+    def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
+        rows = super().apply(plan, state, commit)
         self.mutations += sum(len(changes.batch.mutations) for changes in plan.batches)
-        self.next_offset = state.next_offset
+        if commit:
+            self.next_offset = state.next_offset
         return rows
 
 

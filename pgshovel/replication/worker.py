@@ -10,7 +10,12 @@ Order of effects, which crash safety rests on:
 3. for each micro-batch: drop mutations the snapshot already holds (handoff),
    then apply the batches and store the position of the last Commit in the
    same target transaction. Nothing is acknowledged anywhere else: the Kafka
-   position lives only in the target.
+   position lives only in the target. A source transaction too large to hold
+   (more than the stream's ``part_mutations``) arrives in parts: each is
+   applied in the one open target transaction without storing anything, and
+   the batch's last part commits them all with its position; a batch that rolls
+   back instead (a relay that died mid-batch) has its parts discarded
+   (``Target.abandon``), and no other duty runs while parts are open.
 
 ``should_stop`` is checked between micro-batches, so a stop request ends the
 worker after the current micro-batch is applied. A transient failure anywhere
@@ -19,6 +24,7 @@ starts over from 1 after a backoff; the stored state makes that exact.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -40,7 +46,13 @@ from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.status import StatusBoard
 from pgshovel.source import TableShape, connect, with_source_connection
 from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
-from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, plan_micro_batch
+from pgshovel.stream.plan import (
+    BatchChanges,
+    MicroBatchPlan,
+    SchemaStep,
+    join_parts,
+    plan_micro_batch,
+)
 from pgshovel.stream.state import SnapshotTask, WorkerState
 
 logger = logging.getLogger(__name__)
@@ -230,10 +242,19 @@ class Worker:
         metrics = self.metrics
         metrics.streaming = True
         metrics.state = state
+        #: the changes of a batch whose parts are applied but not committed
+        parts: list[BatchChanges] = []
+        in_parts = 0
+        committed = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
+            if micro_batch.abandon and parts:
+                state = self._abandon(parts, committed)
+                parts, in_parts = [], 0
+            if parts and not micro_batch.batches:
+                continue  # no other duty while a batch's parts are uncommitted
             if not micro_batch.batches:
                 # Idle: take requests, start and finish incremental snapshot chunks.
-                state = self.state = self._duties(state, None, snapshots, desk)
+                state = self.state = committed = self._duties(state, None, snapshots, desk)
                 metrics.idle(state, micro_batch.lag)
                 if board is not None:
                     board.publish(metrics)
@@ -250,6 +271,10 @@ class Worker:
                 key_text=key_text,
             )
             self._report_broken(plan, state)
+            if not batches[-1].complete:
+                state = self._apply_part(plan, state, snapshots, parts)
+                in_parts += len(batches[-1].mutations)
+                continue
             state = state.replace(
                 position=batches[-1].position, tables=plan.tables, broken=plan.broken
             )
@@ -257,11 +282,17 @@ class Worker:
                 state = snapshots.with_tasks_of(plan, state)
             rows = target.apply(plan, state)
             self.state = state
+            if parts:
+                # The batch that came in parts counts whole for incremental snapshots.
+                joined = join_parts([*parts, plan.batches[0]])
+                plan = dataclasses.replace(plan, batches=(joined, *plan.batches[1:]))
+                parts = []
             on_success()
-            mutations = sum(len(batch.mutations) for batch in batches)
+            mutations = sum(len(batch.mutations) for batch in batches) + in_parts
+            in_parts = 0
             lag = metrics.applied(len(batches), mutations, rows, state)
             metrics.lag_messages = micro_batch.lag
-            state = self.state = self._duties(state, plan, snapshots, desk)
+            state = self.state = committed = self._duties(state, plan, snapshots, desk)
             metrics.state = state
             if board is not None:
                 board.publish(metrics)
@@ -278,6 +309,43 @@ class Worker:
                 lag,
                 micro_batch.lag,
             )
+        return state
+
+    def _abandon(self, parts: list[BatchChanges], committed: WorkerState) -> WorkerState:
+        """The batch whose parts were applied rolled back: discard them, back to ``committed``."""
+        self.configuration.target.abandon()
+        logger.warning(
+            "batch %d ended without commit after %d part(s) of it were applied uncommitted "
+            "(a relay stopped mid-batch and sends it again): they are discarded",
+            parts[-1].batch.batch_id,
+            len(parts),
+        )
+        return committed
+
+    def _apply_part(
+        self,
+        plan: MicroBatchPlan,
+        state: WorkerState,
+        snapshots: IncrementalSnapshots | None,
+        parts: list[BatchChanges],
+    ) -> WorkerState:
+        """Apply a part of a batch uncommitted; keep what incremental snapshots need of it."""
+        state = state.replace(tables=plan.tables, broken=plan.broken)
+        if snapshots is not None:
+            state = snapshots.with_tasks_of(plan, state)
+        started = time.monotonic()
+        rows = self.configuration.target.apply(plan, state, commit=False)
+        changes = plan.batches[-1]
+        flying = set() if snapshots is None else snapshots.tables_in_flight
+        parts.append(changes.settled(flying))
+        logger.info(
+            "applied part %d of batch %d uncommitted: %d mutation(s), %d row(s) in %.3fs",
+            len(parts),
+            changes.batch.batch_id,
+            len(changes.batch.mutations),
+            rows,
+            time.monotonic() - started,
+        )
         return state
 
     @staticmethod
