@@ -136,26 +136,30 @@ def worker_run(
     stream: Stream,
     tables: list[TableShape],
     profiler: cProfile.Profile | None = None,
+    set_name: str = SET,
+    target_database: str = TARGET,
+    driver_only: bool = False,
 ) -> tuple[float, int, _proc.Usage]:
-    """Seconds, mutations applied and resource use of one worker pass over the stream."""
+    """Seconds, mutations applied and resource use of one worker pass over the stream
+    (of this process and its children, or with ``driver_only`` of this process alone)."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
-    target = CountingTarget(_stack.create_database(sandbox, TARGET), stream.end)
+    target = CountingTarget(_stack.create_database(sandbox, target_database), stream.end)
     reader = KafkaStream(
-        kafka["bootstrap.servers"], _stack.topic_of(SET), properties, poll_timeout=0.2
+        kafka["bootstrap.servers"], _stack.topic_of(set_name), properties, poll_timeout=0.2
     )
     configuration = ReplicationConfiguration(
         spark=SparkSettings(), loader=PostgresSnapshotLoader(), stream=reader, target=target
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
-    worker = Worker(_stack.CLUSTER, SET, set_configuration, configuration, spark=None)
+    worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=None)
     state = WorkerState("streaming", stream.snapshot, stream.start, tables=tuple(tables))
-    target.open(_stack.CLUSTER, SET)
-    reader.open(_stack.topic_of(SET))
+    target.open(_stack.CLUSTER, set_name)
+    reader.open(_stack.topic_of(set_name))
     try:
         target.begin_snapshot(state.replace(phase="snapshot"))
         target.finish_snapshot(state)
-        pids = _proc.family(os.getpid())
+        pids = [os.getpid()] if driver_only else _proc.family(os.getpid())
         _proc.reset_peak(pids)
         before = _proc.usage(pids)
         started = time.monotonic()

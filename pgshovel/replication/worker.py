@@ -309,7 +309,14 @@ class Worker:
                 lag,
                 micro_batch.lag,
             )
-        return state
+        if parts:
+            logger.info(
+                "stopping with %d part(s) of batch %d uncommitted: the next start applies the "
+                "batch again",
+                len(parts),
+                parts[-1].batch.batch_id,
+            )
+        return committed
 
     def _abandon(self, parts: list[BatchChanges], committed: WorkerState) -> WorkerState:
         """The batch whose parts were applied rolled back: discard them, back to ``committed``."""
