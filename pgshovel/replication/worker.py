@@ -284,7 +284,8 @@ class Worker:
             self.state = state
             if parts:
                 # The batch that came in parts counts whole for incremental snapshots.
-                joined = join_parts([*parts, plan.batches[0]])
+                flying = set() if snapshots is None else snapshots.tables_in_flight
+                joined = join_parts([*parts, plan.batches[0]], flying)
                 plan = dataclasses.replace(plan, batches=(joined, *plan.batches[1:]))
                 parts = []
             on_success()

@@ -89,9 +89,24 @@ class BatchChanges:
         """table -> key values (text) of every row a mutation of the batch touched."""
         if self.known_keys is not None:
             return self.known_keys
+        return self._read_keys(None)
+
+    def keys_of(
+        self, tables: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
+        """``keys`` of ``tables`` only (the rows of other tables are not read)."""
+        if self.known_keys is not None or "keys" in self.__dict__:
+            return {name: touched for name, touched in self.keys.items() if name in tables}
+        return self._read_keys(tables)
+
+    def _read_keys(
+        self, tables: Collection[tuple[str, str]] | None
+    ) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
         keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
         key_text = self.key_text
         for table, mutation in self.touched:
+            if tables is not None and table.identity not in tables:
+                continue
             touched = keys.setdefault(table.identity, set())
             if key_text is None:
                 continue
@@ -104,7 +119,7 @@ class BatchChanges:
     def settled(self, tables: Collection[tuple[str, str]]) -> BatchChanges:
         """These changes without the mutations (a part of a batch, applied but kept until
         the batch commits): the keys of ``tables`` are read now, the others dropped."""
-        keys = {name: touched for name, touched in self.keys.items() if name in tables}
+        keys = self.keys_of(tables)
         return BatchChanges(
             dataclasses.replace(self.batch, mutations=(), markers=()),
             self.whole,
@@ -113,14 +128,15 @@ class BatchChanges:
         )
 
 
-def join_parts(parts: Sequence[BatchChanges]) -> BatchChanges:
+def join_parts(parts: Sequence[BatchChanges], tables: Collection[tuple[str, str]]) -> BatchChanges:
     """The changes of one batch applied in parts, as if it had come whole (an incremental
-    snapshot counts a batch's changes whole: see ``pgshovel.replication.incremental``)."""
+    snapshot counts a batch's changes whole: see ``pgshovel.replication.incremental``),
+    with the keys of ``tables``."""
     keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
     whole: set[tuple[str, str]] = set()
     for part in parts:
         whole |= part.whole
-        for name, touched in part.keys.items():
+        for name, touched in part.keys_of(tables).items():
             keys.setdefault(name, set()).update(touched)
     return BatchChanges(
         parts[-1].batch,
