@@ -10,8 +10,9 @@ applied; the target's row count is then checked against the source. The
 baseline times ``COPY ... FROM STDIN (FORMAT binary)`` of the same number of
 rows into a table of the same shape. A third variant only reads, parses and
 validates the stream (``apply.read_floor``): the part of the apply cost that a
-Python driver decoding one protobuf message per mutation cannot shed. The worker runs in this process, so its
-CPU seconds and peak RSS are this process's plus its children (Spark's JVM).
+Python driver decoding one protobuf message per mutation cannot shed. The
+worker runs in this process, so its CPU seconds and peak RSS are this
+process's plus its children (Spark's JVM).
 """
 
 from __future__ import annotations

@@ -166,6 +166,11 @@ class StreamWriter(Protocol):
         """Deliver what is still pending and release the connection."""
         ...
 
+    def last_committed_begin(self) -> stream_pb2.Message | None:
+        """The Begin of the last batch the stream holds whole (None: none yet); the relay
+        checks after connecting that its source knows that batch's end tick."""
+        ...
+
 
 # -- the replication worker -------------------------------------------------------
 

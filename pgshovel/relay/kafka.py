@@ -26,6 +26,8 @@ from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, ProgrammingError
 from pgshovel.protocol import stream_pb2
 from pgshovel.settings import NonEmptyText, PositiveSeconds
+from pgshovel.stream.last_batch import last_committed_begin
+from pgshovel.stream.reader import KafkaReader
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class KafkaWriter:
         self.topic = topic
         self.flush_timeout = flush_timeout
         self._settings = producer_settings(bootstrap_servers, properties or {})
+        self._reader_settings = (bootstrap_servers, dict(properties or {}))
         self._producer: Producer | None = None
         self._failure: KafkaError | None = None
         self._bytes = 0
@@ -158,6 +161,16 @@ class KafkaWriter:
         # belong to the abandoned attempt, not to the next one.
         self._failure = None
         self._pending = 0
+
+    def last_committed_begin(self) -> stream_pb2.Message | None:
+        if self.topic is None:
+            raise ProgrammingError("kafka writer has no topic: bind() was not called")
+        bootstrap_servers, properties = self._reader_settings
+        reader = KafkaReader(bootstrap_servers, self.topic, properties, timeout=self.flush_timeout)
+        try:
+            return last_committed_begin(reader)
+        finally:
+            reader.close()
 
     def close(self) -> None:
         if self._producer is not None:

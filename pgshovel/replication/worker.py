@@ -26,14 +26,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import KazooException
+
 from pgshovel.abc import TableLoadReport, Target
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import stored_password_warning
-from pgshovel.errors import PgshovelError
+from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
+from pgshovel.cluster.zookeeper import ClusterStore
+from pgshovel.cluster.zookeeper import connect as connect_zookeeper
+from pgshovel.errors import CoordinatorUnavailable, DatabaseUnavailable, PgshovelError
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.protocol.stream_pb2 import SchemaChange
@@ -107,6 +112,9 @@ class Worker:
         #: the last state stored in the target (None until known)
         self.state: WorkerState | None = None
         self.metrics = WorkerMetrics()
+        #: the set's database as ZooKeeper last said, and whether it changed since
+        self._set_dsn = set_configuration.database.dsn
+        self._moved = threading.Event()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> WorkerState | None:
         """Load if needed and stream until ``should_stop()``; return the last stored state.
@@ -130,6 +138,8 @@ class Worker:
     ) -> WorkerState | None:
         stream = self.configuration.stream
         target = self.configuration.target
+        if self.zookeeper_hosts is not None:
+            self._follow_set(self.zookeeper_hosts)
         stream.open(names.topic_name(self.cluster, self.set_name))
         desk = (
             None
@@ -148,6 +158,8 @@ class Worker:
             else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
         )
         snapshots = self._incremental(target, desk)
+        if desk is not None:
+            self._watch_set(desk)
         try:
             state = target.open(self.cluster, self.set_name)
             on_success()
@@ -174,6 +186,43 @@ class Worker:
                 desk.close()
             stream.close()
             target.close()
+
+    def _follow_set(self, zookeeper_hosts: str) -> None:
+        """Read the set's database from ZooKeeper now (``set failover`` may have moved it)
+        and watch it: a move restarts the worker's connections at the next micro-batch."""
+        try:
+            with connect_zookeeper(zookeeper_hosts) as client:
+                current = ClusterStore(client, self.cluster).read_set(self.set_name).value
+        except (CoordinatorUnavailable, KazooException) as error:
+            logger.warning(
+                "cannot read set %r from zookeeper (%s): keeping database %r",
+                self.set_name,
+                error,
+                mask_dsn(self._set_dsn),
+            )
+            return
+        dsn = current.database.dsn
+        if dsn != self._set_dsn:
+            if self._set_dsn:
+                logger.warning("set %r moved to database %r", self.set_name, mask_dsn(dsn))
+            self._set_dsn = dsn
+            self.set_configuration = with_source_connection(
+                current, self.configuration.source_connection
+            )
+        self._moved.clear()
+
+    def _watch_set(self, desk: RequestDesk) -> None:
+        def on_change(data: bytes | None, _stat: object) -> bool:
+            if data is not None:
+                updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
+                if updated.database.dsn != self._set_dsn:
+                    self._moved.set()
+            return True
+
+        try:
+            desk.zookeeper().DataWatch(names.set_path(self.cluster, self.set_name), on_change)
+        except (CoordinatorUnavailable, KazooException) as error:
+            logger.warning("cannot watch set %r in zookeeper: %s", self.set_name, error)
 
     def _incremental(self, target: Target, desk: RequestDesk | None) -> IncrementalSnapshots:
         settings = self.configuration.snapshots
@@ -247,6 +296,10 @@ class Worker:
         in_parts = 0
         committed = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
+            if self._moved.is_set() and not parts:
+                raise DatabaseUnavailable(
+                    f"set {self.set_name!r} moved to another database: reconnecting there"
+                )
             if micro_batch.abandon and parts:
                 state = self._abandon(parts, committed)
                 parts, in_parts = [], 0
