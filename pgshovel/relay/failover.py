@@ -39,8 +39,11 @@ from pgshovel.source import translating
 logger = logging.getLogger(__name__)
 
 _TICK = (
-    "SELECT t.tick_snapshot::text FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue "
-    "WHERE q.queue_name = %s AND t.tick_id = %s"
+    "SELECT (SELECT t.tick_snapshot::text FROM pgq.tick t "
+    "        WHERE t.tick_queue = q.queue_id AND t.tick_id = %s), "
+    "       (SELECT (extract(epoch FROM min(t.tick_time)) * 1000000)::int8 FROM pgq.tick t "
+    "        WHERE t.tick_queue = q.queue_id) "
+    "FROM pgq.queue q WHERE q.queue_name = %s"
 )
 
 
@@ -77,13 +80,19 @@ def check_stream_known(
     end = last.operation.begin.end
     with translating(f"reading tick {end.id!r} of queue {queue!r}"):
         with connection.cursor() as cursor:
-            cursor.execute(_TICK, (queue, end.id))
+            cursor.execute(_TICK, (end.id, queue))
             row = cursor.fetchone()
         connection.rollback()
-    found = None if row is None else str(row[0])
-    expected = _snapshot_text(end)
-    if found == expected or not end.HasField("snapshot"):
+    found = None if row is None or row[0] is None else str(row[0])
+    first_tick = None if row is None or row[1] is None else int(row[1])
+    if first_tick is not None and end.timestamp and end.timestamp < first_tick:
+        # The batch is older than every tick of this queue: the stream holds an earlier
+        # incarnation of the set (dropped and created again), not a lost future.
         return
+    expected = _snapshot_text(end) if end.HasField("snapshot") else None
+    if found is not None and (expected is None or found == expected):
+        return
+    expected = expected or "unknown"
     batch = last.operation.batch.id
     raise StreamError(
         f"set {set_name!r}: the stream holds batch {batch!r} of node {uuid.UUID(bytes=node)} "

@@ -50,19 +50,11 @@ class Server:
         return postgres_dsn(self.port, dbname)
 
     def in_recovery(self) -> bool:
-        with _connect(self.dsn("postgres")) as connection, connection.cursor() as cursor:
-            cursor.execute("SELECT pg_is_in_recovery()")
-            row = cursor.fetchone()
-        connection.close()
-        return bool(row and row[0])
+        return bool(_query(self.dsn("postgres"), "SELECT pg_is_in_recovery()"))
 
     def promote(self, timeout: float = 60.0) -> None:
         """End recovery and wait until the server accepts writes."""
-        with _connect(self.dsn("postgres")) as connection, connection.cursor() as cursor:
-            cursor.execute("SELECT pg_promote(true, %s)", (int(timeout),))
-            row = cursor.fetchone()
-        connection.close()
-        if not (row and row[0]):
+        if not _query(self.dsn("postgres"), "SELECT pg_promote(true, %s)", (int(timeout),)):
             raise SandboxError(f"server {self.name!r} did not finish its promotion in {timeout}s")
         logger.info("promoted %s (port %d)", self.name, self.port)
 
@@ -78,6 +70,20 @@ def _connect(dsn: str) -> psycopg2.extensions.connection:
     connection = psycopg2.connect(dsn, connect_timeout=5)
     connection.autocommit = True
     return connection
+
+
+def _query(
+    dsn: str, statement: sql.Composable | str, parameters: tuple[object, ...] = ()
+) -> object:
+    """The first value of one autocommit statement (None when it returns no row)."""
+    connection = _connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, parameters or None)
+            row = cursor.fetchone() if cursor.description else None
+    finally:
+        connection.close()
+    return None if row is None else row[0]
 
 
 def _root(state_dir: Path) -> Path:
@@ -162,9 +168,10 @@ def _wait_answers(server: Server, timeout: float) -> None:
 
 
 def _create_source_database(server: Server) -> None:
-    with _connect(server.dsn("postgres")) as connection, connection.cursor() as cursor:
-        cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(SOURCE_DATABASE)))
-    connection.close()
+    _query(
+        server.dsn("postgres"),
+        sql.SQL("CREATE DATABASE {}").format(sql.Identifier(SOURCE_DATABASE)),
+    )
 
 
 def servers(state_dir: Path) -> dict[str, Server]:

@@ -54,8 +54,7 @@ def servers(sandbox: SandboxConnection) -> Iterator[tuple[Server, Server]]:
     state_dir = Path(sandbox.state_dir)
     primary = start_server(state_dir, f"primary-{tag}")
     try:
-        with _connect(primary.dsn()) as connection, connection.cursor() as cursor:
-            cursor.execute(SCHEMA)
+        execute(primary.dsn(), SCHEMA)
         standby = start_server(state_dir, f"standby-{tag}", primary_port=primary.port)
         try:
             yield primary, standby
@@ -71,10 +70,25 @@ def _connect(dsn: str) -> Any:
     return connection
 
 
+def execute(dsn: str, *statements: str) -> None:
+    """Each statement on its own, outside any transaction block."""
+    connection = _connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+    finally:
+        connection.close()
+
+
 def rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
-    with _connect(dsn) as connection, connection.cursor() as cursor:
-        cursor.execute(query)
-        return list(cursor.fetchall())
+    connection = _connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(query)
+            return list(cursor.fetchall())
+    finally:
+        connection.close()
 
 
 class Writers:
@@ -219,9 +233,11 @@ def assert_same(source: str, target: str) -> None:
 
 def disconnect(standby: Server) -> None:
     """The standby stops receiving WAL (a network partition, as far as it is concerned)."""
-    with _connect(standby.dsn("postgres")) as connection, connection.cursor() as cursor:
-        cursor.execute("ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1'")
-        cursor.execute("SELECT pg_reload_conf()")
+    execute(
+        standby.dsn("postgres"),
+        "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1'",
+        "SELECT pg_reload_conf()",
+    )
     wait_until(
         lambda: not rows(standby.dsn("postgres"), "SELECT 1 FROM pg_stat_wal_receiver"),
         "the standby's WAL receiver to stop",
