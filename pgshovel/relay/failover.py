@@ -14,7 +14,9 @@ Three checks, each on the relay's batch connection:
   stops with an error naming the remedy instead.
 - ``StandbyGate`` (failover-safe publishing, relay.yml ``standbys:``): a batch
   is published only once the WAL position after it was taken is replayed on
-  every named standby (``pg_stat_replication.replay_lsn``), so whatever the
+  every named standby (``pg_stat_replication.replay_lsn``; a standby is named
+  by its ``cluster_name``, the default application_name of its replication
+  connection, and the promoted one, the source itself, is not waited for), so whatever the
   stream holds, and the batch assignment itself, survive a promotion of any of
   them; a re-send after failover then carries the same batch id and readers
   drop it. The same guarantee PostgreSQL 17 gives logical slots with
@@ -115,6 +117,22 @@ class StandbyGate:
         self.log_every = log_every
         #: seconds waited by the last ``wait`` (for metrics and the bench)
         self.last_wait = 0.0
+        self._source: tuple[int, list[str]] | None = None
+
+    def _names(self, connection: Connection) -> list[str]:
+        """The standbys to wait for: all but the source itself, which a promoted standby
+        is (a server's ``cluster_name`` is the default application_name of its replication
+        connection, so that is how it appears in the list)."""
+        if self._source is None or self._source[0] != id(connection):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('cluster_name')")
+                row = cursor.fetchone()
+            itself = "" if row is None else str(row[0])
+            names = [name for name in self.standbys if name != itself]
+            if len(names) < len(self.standbys):
+                logger.info("standby %r is the source itself now: not waited for", itself)
+            self._source = (id(connection), names)
+        return self._source[1]
 
     def wait(self, connection: Connection, stop: threading.Event) -> bool:
         """Block until every standby replayed the current WAL position; False if stopped."""
@@ -122,6 +140,10 @@ class StandbyGate:
             return True
         started = time.monotonic()
         with translating("waiting for the standbys to replay the batch"):
+            standbys = self._names(connection)
+            if not standbys:
+                connection.rollback()
+                return True
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_current_wal_lsn()")
                 row = cursor.fetchone()
@@ -131,10 +153,10 @@ class StandbyGate:
                     cursor.execute(
                         "SELECT application_name FROM pg_stat_replication "
                         "WHERE application_name = ANY(%s) AND replay_lsn >= %s::pg_lsn",
-                        (self.standbys, target),
+                        (standbys, target),
                     )
                     caught_up = {name for (name,) in cursor.fetchall()}
-                    missing = [name for name in self.standbys if name not in caught_up]
+                    missing = [name for name in standbys if name not in caught_up]
                     if not missing:
                         break
                     now = time.monotonic()

@@ -2,7 +2,7 @@
 
 ``start_server(state_dir, name)`` runs a new primary (initdb) and
 ``start_server(state_dir, name, primary_port=P)`` a streaming standby of the
-server on port ``P`` (``pg_basebackup -R``; its ``application_name`` is ``name``,
+server on port ``P`` (``pg_basebackup -R``; its ``cluster_name`` is ``name``,
 which is how ``pg_stat_replication`` and a relay's ``standbys:`` name it). Each
 runs as a detached child process on a free 127.0.0.1 port with its data in
 ``<data root>/servers/<name>`` (beside the sandbox's own data directory, so the
@@ -134,12 +134,13 @@ def start_server(
         with (data_dir / "pg_hba.conf").open("a") as hba:  # standbys of it connect over TCP
             hba.write("\nhost replication all 127.0.0.1/32 trust\n")
     else:
-        connection = f"host=127.0.0.1 port={primary_port} user=postgres application_name={name}"
+        connection = f"host=127.0.0.1 port={primary_port} user=postgres"
         command = [str(bindir / "pg_basebackup"), "-d", connection, "-D", str(data_dir)]
         _run([*command, "-R", "-X", "stream", "-c", "fast", "--no-sync"], log, user, "basebackup")
     port = _process.allocate_port()
+    # Its name is its cluster_name: what pg_stat_replication shows for a standby.
     pid = _process.spawn(
-        postgres_command(bindir, data_dir, socket_dir, port),
+        [*postgres_command(bindir, data_dir, socket_dir, port), "-c", f"cluster_name={name}"],
         log,
         cwd=directory,
         user=user.name if user.switch else None,

@@ -137,8 +137,8 @@ def env(state_dir: Path | None) -> None:
 def standby(state_dir: Path | None, name: str) -> None:
     """Start a streaming physical standby of the sandbox's PostgreSQL (pg_basebackup).
 
-    It runs on a free port beside the sandbox, with application_name NAME (what
-    a relay's standbys: setting names), until 'promote' or 'down'.
+    It runs on a free port beside the sandbox, with cluster_name NAME (how
+    pg_stat_replication and a relay's standbys: setting name it), until 'down'.
     """
     state_dir = _locate.for_existing(state_dir)
     primary = _lifecycle.load(state_dir)

@@ -199,15 +199,20 @@ class Run:
         )
 
     def caught_up(self, source: str) -> None:
-        wait_caught_up(
-            source,
-            self.cluster,
-            self.kafka_config,
-            topic_of(self.cluster),
-            self.offset,
-            self.worker.alive,
-            self.worker.output,
-        )
+        try:
+            wait_caught_up(
+                source,
+                self.cluster,
+                self.kafka_config,
+                topic_of(self.cluster),
+                self.offset,
+                self.worker.alive,
+                self.worker.output,
+            )
+        except AssertionError as error:
+            raise AssertionError(
+                f"{error}\n--- relay log ---\n{self.relay.output()[-5000:]}"
+            ) from error
 
     def failover(self, standby: Server, *options: str) -> str:
         result = subprocess.run(
