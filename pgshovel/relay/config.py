@@ -15,6 +15,16 @@ metrics_port: null         # serve Prometheus metrics on 127.0.0.1:<port> when s
 metrics_host: 127.0.0.1
 source_connection: ""      # libpq keywords added to the set's dsn (user=pgshovel_relay ...)
 ```
+
+The Kafka writer may also publish one topic per table (see ``TableTopics`` and
+``pgshovel.relay.table_topics``)::
+
+    writer:
+      path: pgshovel.relay.kafka:KafkaWriter
+      configuration:
+        bootstrap_servers: ...
+        set_topic: true            # the protobuf stream the replication worker reads
+        table_topics: {prefix: shop, format: json}
 """
 
 from __future__ import annotations
@@ -28,6 +38,23 @@ from pgshovel import settings
 from pgshovel.abc import StreamWriter
 from pgshovel.components import ComponentSpec
 from pgshovel.source import SourceConnection
+
+
+class TableTopics(settings.Settings):
+    """The Kafka writer's ``table_topics:`` section: one keyed, compacted topic per table."""
+
+    #: topic names are ``[prefix.][schema.]table`` (schema left out for ``public``);
+    #: unset: the set's topic name (``<cluster>.<set>``); "": no prefix
+    prefix: str | None = None
+    #: ``json``: the row as typed JSON, a tombstone for a delete; ``debezium``: Debezium's envelope
+    format: Literal["json", "debezium"] = "json"
+    #: Debezium's ``source.db`` (the source database's name)
+    database: str = ""
+    #: create missing topics compacted through the admin API (Kafka 0.10.1 or later)
+    create: bool = True
+    #: partitions and replication factor of the topics the relay creates
+    partitions: int = Field(1, ge=1)
+    replication_factor: int = Field(1, ge=1)
 
 
 class WriterSpec(ComponentSpec):

@@ -12,20 +12,39 @@ message.
 After a failed ``push`` or ``flush`` the writer purges what it still holds and the relay
 starts a new publisher identity, so readers see the old publisher's open batch
 abandoned and the batch re-sent from sequence 0 of the new one.
+
+The set topic must have exactly one partition (the stream is totally ordered):
+every time the writer connects (at start, after a failure) it reads the topic's
+metadata and refuses a topic with more than one, a ``ConfigurationError`` that
+ends the relay. ``set_topic: false`` leaves the set topic out.
+
+With ``table_topics`` configured, every mutation is also published, keyed, to its
+table's topic (``pgshovel.relay.table_topics``), in the same order and by the same
+producer: a batch is acknowledged only when both the set topic and the table
+topics hold it. Missing table topics are created compacted through the admin API
+when the broker has it (Kafka 0.10.1 or later); an older broker auto-creates them
+with its defaults (not compacted) and the writer says so once per topic.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pgshovel._kafka_properties import client_properties
-from pgshovel.errors import BrokerUnavailable, ProgrammingError
+from pgshovel.errors import BrokerUnavailable, ConfigurationError, ProgrammingError
 from pgshovel.protocol import stream_pb2
+from pgshovel.relay.config import TableTopics
+from pgshovel.relay.live_keys import live_keys
+from pgshovel.relay.table_topics import Record, TableTopicTranslator
 from pgshovel.settings import NonEmptyText, PositiveSeconds
+from pgshovel.stream.reader import partition_mismatch
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +79,38 @@ def producer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
     return settings
 
 
+#: How long the writer waits for a new topic's metadata (auto-creation takes a moment).
+METADATA_SECONDS = 30.0
+_NOT_READY = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+
+
+def topic_partitions(producer: Producer, topic: str, timeout: float) -> int:
+    """How many partitions ``topic`` has (asking creates it where the broker auto-creates)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            metadata = producer.list_topics(topic, timeout=timeout)
+        except KafkaException as error:
+            raise BrokerUnavailable(
+                f"cannot read the metadata of topic {topic!r}: {error}; is the broker reachable?"
+            ) from error
+        found = metadata.topics.get(topic)
+        if found is not None and found.partitions and found.error is None:
+            return len(found.partitions)
+        code = None if found is None or found.error is None else found.error.code()
+        if code is not None and code not in _NOT_READY:
+            raise BrokerUnavailable(f"topic {topic!r} is not available: {found.error}")
+        if time.monotonic() > deadline:
+            raise BrokerUnavailable(
+                f"topic {topic!r} has no partitions after {timeout}s; create it (one "
+                "partition) or let the broker auto-create topics"
+            )
+        time.sleep(0.2)
+
+
 class KafkaWriter:
-    """A ``StreamWriter`` for one Kafka topic (single partition, total order)."""
+    """A ``StreamWriter`` for one Kafka topic (single partition, total order), and optionally
+    one keyed topic per table."""
 
     def __init__(
         self,
@@ -69,19 +118,41 @@ class KafkaWriter:
         topic: NonEmptyText | None = None,
         properties: Mapping[str, Any] | None = None,
         flush_timeout: PositiveSeconds = 60.0,
+        set_topic: bool = True,
+        table_topics: TableTopics | None = None,
     ) -> None:
+        if not set_topic and table_topics is None:
+            raise ConfigurationError(
+                "the kafka writer publishes nothing: set_topic is false and no table_topics "
+                "are configured; enable one of them"
+            )
         self.topic = topic
         self.flush_timeout = flush_timeout
-        self._settings = producer_settings(bootstrap_servers, properties or {})
+        self.set_topic = set_topic
+        self.table_topics = table_topics
+        self._bootstrap_servers = bootstrap_servers
+        self._properties = dict(properties or {})
+        self._settings = producer_settings(bootstrap_servers, self._properties)
         self._producer: Producer | None = None
         self._failure: KafkaError | None = None
         self._bytes = 0
         self._pending = 0
+        self._translator: TableTopicTranslator | None = None
+        self._ready_topics: set[str] = set()
+        self._unkeyed: set[tuple[str, str]] = set()
 
     def bind(self, default_topic: str) -> None:
         """Called by the relay with ``<cluster>.<set>``; a configured topic wins."""
         if self.topic is None:
             self.topic = default_topic
+        if self.table_topics is not None and self._translator is None:
+            prefix = self.table_topics.prefix
+            self._translator = TableTopicTranslator(
+                default_topic if prefix is None else prefix,
+                self.table_topics.format,
+                name=default_topic if prefix is None or not prefix else prefix,
+                database=self.table_topics.database,
+            )
 
     @property
     def bytes_sent(self) -> int:
@@ -93,7 +164,13 @@ class KafkaWriter:
 
     def _ensure_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(self._settings, logger=logger)
+            producer = Producer(self._settings, logger=logger)
+            if self.set_topic and self.topic is not None:
+                count = topic_partitions(producer, self.topic, METADATA_SECONDS)
+                if count != 1:
+                    producer.flush(0)
+                    raise ConfigurationError(partition_mismatch(self.topic, count))
+            self._producer = producer
         return self._producer
 
     def push(self, messages: Sequence[stream_pb2.Message]) -> None:
@@ -104,26 +181,144 @@ class KafkaWriter:
         produce = producer.produce
         callback = self._delivered
         topic = self.topic
+        translator = self._translator
+        publish_set = self.set_topic
         size = 0
         try:
             for message in messages:
-                payload = message.SerializeToString()
-                size += len(payload)
-                while True:
-                    try:
-                        produce(topic, payload, on_delivery=callback)
-                        break
-                    except BufferError:
-                        # The local queue is full: let deliveries drain, then retry.
-                        producer.poll(0.1)
+                if publish_set:
+                    payload = message.SerializeToString()
+                    size += len(payload)
+                    while True:
+                        try:
+                            produce(topic, payload, on_delivery=callback)
+                            break
+                        except BufferError:
+                            # The local queue is full: let deliveries drain, then retry.
+                            producer.poll(0.1)
+                if translator is not None:
+                    size += self._push_table_records(producer, translator, message)
                 if self._failure is not None:
                     break
             producer.poll(0)
         except KafkaException as error:
             self.reset()
             raise BrokerUnavailable(f"kafka produce to {topic!r} failed: {error}") from error
+        except BrokerUnavailable:
+            self.reset()
+            raise
         self._pending += size
         self._raise_failure()
+
+    # -- table topics -------------------------------------------------------------
+
+    def _push_table_records(
+        self, producer: Producer, translator: TableTopicTranslator, message: stream_pb2.Message
+    ) -> int:
+        operation = message.operation
+        kind = operation.WhichOneof("operation")
+        if kind == "begin":
+            translator.begin(operation.batch.id)
+            return 0
+        if kind != "mutation":
+            return 0
+        mutation = operation.mutation
+        if not mutation.key_columns:
+            self._warn_unkeyed(mutation)
+            return 0
+        if translator.is_truncate(mutation):
+            topic = translator.topic(mutation.schema, mutation.table)
+            self._ensure_table_topic(producer, topic)
+            # The fold must see everything produced before the TRUNCATE.
+            self._flush_producer(producer)
+            live = live_keys(self._bootstrap_servers, self._properties, topic, self.flush_timeout)
+            records = translator.truncated(mutation, live)
+        else:
+            records = translator.translate(mutation)
+        return self._produce_records(producer, records)
+
+    def _produce_records(self, producer: Producer, records: Sequence[Record]) -> int:
+        size = 0
+        callback = self._delivered
+        for record in records:
+            self._ensure_table_topic(producer, record.topic)
+            while True:
+                try:
+                    producer.produce(record.topic, record.value, record.key, on_delivery=callback)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            size += len(record.key or b"") + len(record.value or b"")
+        return size
+
+    def _warn_unkeyed(self, mutation: stream_pb2.Mutation) -> None:
+        table = (mutation.schema, mutation.table)
+        if table not in self._unkeyed:
+            self._unkeyed.add(table)
+            logger.warning(
+                "table %s.%s has no key: it has no table topic and its changes are only in the "
+                "set topic; give it a primary key (or a set 'key') to publish it",
+                *table,
+            )
+
+    def _ensure_table_topic(self, producer: Producer, topic: str) -> None:
+        """Create ``topic`` compacted if it is missing and the broker lets the admin API do it."""
+        if topic in self._ready_topics:
+            return
+        settings = self.table_topics
+        if settings is None:
+            raise ProgrammingError("kafka writer has no table_topics: no table topic to create")
+        try:
+            existing = producer.list_topics(timeout=METADATA_SECONDS).topics
+        except KafkaException as error:
+            raise BrokerUnavailable(
+                f"cannot list the topics of the cluster: {error}; is the broker reachable?"
+            ) from error
+        if topic not in existing:
+            if settings.create:
+                self._create_compacted(topic, settings)
+            else:
+                logger.warning(
+                    "table topic %r does not exist; the broker will create it with its defaults "
+                    "(create it with cleanup.policy=compact to keep one message per key)",
+                    topic,
+                )
+        self._ready_topics.add(topic)
+
+    def _create_compacted(self, topic: str, settings: TableTopics) -> None:
+        admin = AdminClient({"bootstrap.servers": self._bootstrap_servers, **self._properties})
+        new = NewTopic(
+            topic,
+            num_partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            config={"cleanup.policy": "compact"},
+        )
+        try:
+            admin.create_topics([new], request_timeout=METADATA_SECONDS)[topic].result()
+            logger.info("created table topic %r (compacted)", topic)
+        except KafkaException as error:
+            cause = error.args[0] if error.args else None
+            if isinstance(cause, KafkaError) and cause.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            logger.warning(
+                "could not create table topic %r compacted (%s): the broker will auto-create it "
+                "with its defaults; on a broker older than 0.10.1 create it with kafka-topics.sh "
+                "--config cleanup.policy=compact",
+                topic,
+                cause if cause is not None else error,
+            )
+
+    # -- delivery -----------------------------------------------------------------
+
+    def _flush_producer(self, producer: Producer) -> None:
+        remaining = producer.flush(self.flush_timeout)
+        if self._failure is not None or remaining:
+            self._raise_failure()
+            self.reset()
+            raise BrokerUnavailable(
+                f"kafka did not acknowledge {remaining} message(s) within {self.flush_timeout}s; "
+                "is the broker reachable?"
+            )
 
     def flush(self) -> None:
         """Wait until every pushed message is acknowledged; raise if one was not."""
@@ -158,6 +353,7 @@ class KafkaWriter:
         # belong to the abandoned attempt, not to the next one.
         self._failure = None
         self._pending = 0
+        self._ready_topics.clear()
 
     def close(self) -> None:
         if self._producer is not None:
