@@ -79,7 +79,7 @@ def producer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
     return settings
 
 
-#: How long the writer waits for a new topic's metadata (auto-creation takes a moment).
+#: How long the writer waits for the cluster's topic list.
 METADATA_SECONDS = 30.0
 _NOT_READY = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
 
@@ -166,7 +166,7 @@ class KafkaWriter:
         if self._producer is None:
             producer = Producer(self._settings, logger=logger)
             if self.set_topic and self.topic is not None:
-                count = topic_partitions(producer, self.topic, METADATA_SECONDS)
+                count = topic_partitions(producer, self.topic, self.flush_timeout)
                 if count != 1:
                     producer.flush(0)
                     raise ConfigurationError(partition_mismatch(self.topic, count))
@@ -286,6 +286,14 @@ class KafkaWriter:
         self._ready_topics.add(topic)
 
     def _create_compacted(self, topic: str, settings: TableTopics) -> None:
+        if self._legacy_broker():
+            logger.warning(
+                "table topic %r is missing and the broker predates the admin API (kafka < 0.10.1): "
+                "it will be auto-created with the broker's defaults; create it with "
+                "kafka-topics.sh --config cleanup.policy=compact to keep one message per key",
+                topic,
+            )
+            return
         admin = AdminClient({"bootstrap.servers": self._bootstrap_servers, **self._properties})
         new = NewTopic(
             topic,
@@ -307,6 +315,10 @@ class KafkaWriter:
                 topic,
                 cause if cause is not None else error,
             )
+
+    def _legacy_broker(self) -> bool:
+        configured = client_properties(self._properties).get("api.version.request", "true")
+        return configured.lower() in _LEGACY_FLAGS
 
     # -- delivery -----------------------------------------------------------------
 

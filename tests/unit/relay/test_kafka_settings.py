@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pgshovel.relay.kafka import producer_settings
 
 
@@ -33,11 +35,36 @@ def test_user_properties_win() -> None:
     assert settings["compression.type"] == "snappy"
 
 
-def test_a_failed_flush_does_not_poison_the_next_attempt() -> None:
-    """After a broker outage the writer is usable again: purge reports are forgotten."""
+def test_an_unreachable_broker_fails_the_partition_check_as_transient() -> None:
+    """The set topic's partition check waits at most flush_timeout, then is retried."""
+    import time
+
     from pgshovel.errors import BrokerUnavailable
     from pgshovel.protocol import stream_pb2
     from pgshovel.relay.kafka import KafkaWriter
+
+    writer = KafkaWriter("127.0.0.1:9", topic="t", flush_timeout=0.5)
+    for _attempt in range(2):
+        started = time.monotonic()
+        try:
+            writer.push([stream_pb2.Message()])
+        except BrokerUnavailable as error:
+            assert "cannot read the metadata of topic 't'" in str(error)
+        else:
+            raise AssertionError("a push to an unreachable broker must fail")
+        assert time.monotonic() - started < 5
+    writer.close()
+
+
+def test_a_failed_flush_does_not_poison_the_next_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a broker outage the writer is usable again: purge reports are forgotten."""
+    from pgshovel.errors import BrokerUnavailable
+    from pgshovel.protocol import stream_pb2
+    from pgshovel.relay import kafka
+    from pgshovel.relay.kafka import KafkaWriter
+
+    # The partition check has its own test; here the topic passes it.
+    monkeypatch.setattr(kafka, "topic_partitions", lambda *_arguments: 1)
 
     # Nothing listens on port 9: every message stays queued until the flush gives up.
     writer = KafkaWriter("127.0.0.1:9", topic="t", flush_timeout=0.2)

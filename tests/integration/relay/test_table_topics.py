@@ -1,0 +1,267 @@
+"""Table topics on the real stack: folded by key they equal the source through kill -9.
+
+Also: the set topic with more than one partition is refused by the relay and named by readers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import psycopg2
+import pytest
+import yaml
+
+from pgshovel.errors import StreamError
+from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.reader import KafkaReader
+from tests.integration.relay._relay import (
+    RelayProcess,
+    install,
+    queue_drained,
+    topic_of,
+    wait_for,
+    write_relay_yml,
+)
+from tests.integration.relay._table_topics import (
+    compare_with_source,
+    create_topic,
+    fold,
+    read_all,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SCHEMA = Path(__file__).with_name("debezium_envelope.schema.json")
+
+TABLES = """
+CREATE TABLE items (
+    id integer PRIMARY KEY, value integer NOT NULL, note text, price numeric(14,3),
+    seen timestamptz, day date, doc jsonb, blob bytea, tags integer[], flag boolean,
+    ratio double precision, span interval
+);
+CREATE SCHEMA sales;
+CREATE TABLE sales.orders (
+    region text, number integer, total numeric, PRIMARY KEY (region, number)
+);
+"""
+
+
+def prepare(dsn: str, zookeeper: object, cluster: str) -> None:
+    connection = psycopg2.connect(dsn)
+    with connection, connection.cursor() as cursor:
+        cursor.execute(TABLES)
+    connection.close()
+    install(zookeeper, cluster, dsn, [{"name": "items"}, {"schema": "sales", "name": "orders"}])
+
+
+def _values(rng: random.Random, worker: int) -> tuple[Any, ...]:
+    seen = rng.choice(
+        ["infinity", "-infinity", "2024-02-29 23:59:59.999999+00", "1999-12-31 12:00:00.5+00"]
+    )
+    day = rng.choice(["0044-03-15 BC", "2000-01-01", "infinity", "1970-01-01"])
+    doc = json.dumps({"w": worker, "n": rng.randrange(10**6), "nested": {"ok": rng.random() < 0.5}})
+    span = rng.choice(["1 year 2 mons 3 days 04:05:06.5", "-00:00:01.5", "0", "-1 days +02:00"])
+    return (
+        rng.randrange(1000),
+        rng.choice(["x", "é \"quoted\" 'it'", None]),
+        rng.choice(["1.500", "-99999999999.999", "NaN", None]),
+        seen,
+        day,
+        doc,
+        psycopg2.Binary(bytes(rng.randrange(256) for _ in range(rng.randrange(5)))),
+        rng.choice([[1, 2, None], [], None, [[1, 2], [3, 4]]]),
+        rng.choice([True, False, None]),
+        rng.choice([0.1, float("nan"), -1e300, None]),
+        span,
+    )
+
+
+def workload(dsn: str, worker: int, transactions: int, seed: int, pause: float) -> None:
+    """Inserts, updates, key changes and deletes on the worker's keys; about 1 in 5 aborted."""
+    rng = random.Random(seed * 1000 + worker)
+    base = worker * 1000
+    connection = psycopg2.connect(dsn)
+    try:
+        for _ in range(transactions):
+            time.sleep(pause)
+            with connection.cursor() as cursor:
+                for _ in range(rng.randint(1, 4)):
+                    key = base + rng.randrange(40)
+                    choice = rng.random()
+                    if choice < 0.45:
+                        cursor.execute(
+                            "INSERT INTO items VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                            " %s, %s) ON CONFLICT (id) DO UPDATE SET value = excluded.value,"
+                            " note = excluded.note, seen = excluded.seen, doc = excluded.doc",
+                            (key, *_values(rng, worker)),
+                        )
+                    elif choice < 0.65:
+                        cursor.execute(
+                            "UPDATE items SET value = value + 1, price = %s WHERE id = %s",
+                            (rng.choice(["0.001", "12.340"]), key),
+                        )
+                    elif choice < 0.8:
+                        target = base + rng.randrange(40)
+                        cursor.execute(
+                            "UPDATE items SET id = %s WHERE id = %s"
+                            " AND NOT EXISTS (SELECT FROM items WHERE id = %s)",
+                            (target, key, target),
+                        )
+                    elif choice < 0.9:
+                        cursor.execute("DELETE FROM items WHERE id = %s", (key,))
+                    else:
+                        cursor.execute(
+                            "INSERT INTO sales.orders VALUES (%s, %s, %s) ON CONFLICT"
+                            " (region, number) DO UPDATE SET total = excluded.total",
+                            (f"r{worker}", rng.randrange(30), str(rng.randrange(10**6) / 100)),
+                        )
+            if rng.random() < 0.2:
+                connection.rollback()
+            else:
+                connection.commit()
+    finally:
+        connection.close()
+
+
+def truncations(dsn: str, done: threading.Event, count: int) -> None:
+    connection = psycopg2.connect(dsn)
+    try:
+        for _ in range(count):
+            if done.wait(0.7):
+                break
+            with connection, connection.cursor() as cursor:
+                cursor.execute("TRUNCATE sales.orders")
+    finally:
+        connection.close()
+
+
+def _relay_yml(tmp_path: Path, sandbox: SandboxConnection, format: str) -> Path:
+    path = write_relay_yml(tmp_path, sandbox)
+    document = yaml.safe_load(path.read_text())
+    document["writer"]["configuration"]["table_topics"] = {"format": format, "database": "src"}
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.mark.parametrize("format", ["json", "debezium"])
+def test_table_topics_fold_to_the_source_through_kill_9(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+    format: str,
+) -> None:
+    prepare(database, zookeeper, cluster_name)
+    prefix = topic_of(cluster_name)
+    # An operator creates one topic compacted (a 0.9 broker has no admin API); the relay
+    # leaves the other to the broker's auto-creation.
+    create_topic(sandbox, f"{prefix}.items", partitions=2, compact=True)
+    config = _relay_yml(tmp_path, sandbox, format)
+    done = threading.Event()
+
+    def drive() -> None:
+        threads = [
+            threading.Thread(target=workload, args=(database, w, 250, 7, 0.008)) for w in range(3)
+        ]
+        threads.append(threading.Thread(target=truncations, args=(database, done, 3)))
+        for thread in threads[:3]:
+            thread.start()
+        threads[3].start()
+        for thread in threads[:3]:
+            thread.join()
+        done.set()
+        threads[3].join()
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    restarts = 0
+    relay: RelayProcess | None = None
+    try:
+        while not done.is_set():
+            relay = RelayProcess(sandbox, cluster_name, config, tmp_path / f"relay{restarts}.log")
+            wait_for(lambda: "leading" in relay.output(), 30, "the relay to lead", relay.output)  # type: ignore[union-attr]  # noqa: B023
+            done.wait(random.uniform(0.3, 1.0))
+            relay.kill()
+            restarts += 1
+        # One last change after the last TRUNCATE, then drain.
+        connection = psycopg2.connect(database)
+        with connection, connection.cursor() as cursor:
+            cursor.execute("INSERT INTO sales.orders VALUES ('last', 1, 1.5)")
+        connection.close()
+        relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
+        wait_for(
+            lambda: queue_drained(database, cluster_name), 90, "the relay to drain", relay.output
+        )
+    finally:
+        driver.join()
+        if relay is not None:
+            assert relay.stop() == 0, relay.output()
+    assert restarts >= 1
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    for schema, table, topic in [
+        ("public", "items", f"{prefix}.items"),
+        ("sales", "orders", f"{prefix}.sales.orders"),
+    ]:
+        records = read_all(kafka_config, topic)
+        assert records, f"nothing on {topic}"
+        state = fold(records)
+        if format == "debezium":
+            for _partition, _offset, _key, value in records:
+                if value is not None:
+                    validator.validate(json.loads(value))
+            rows = [event["after"] for event in state.values()]
+            assert all(event["op"] in ("c", "u", "r") for event in state.values())
+        else:
+            rows = list(state.values())
+        # The key of every live message is the key of the row it holds.
+        key_columns = ["id"] if table == "items" else ["region", "number"]
+        for key, row in zip(state, rows, strict=True):
+            assert json.loads(key) == {name: row[name] for name in key_columns}
+            assert key == json.dumps(json.loads(key), separators=(",", ":")).encode()
+        missing, extra = compare_with_source(database, schema, table, rows)
+        assert (missing, extra) == ([], []), topic
+    # The TRUNCATEs did delete keys (tombstones), and the compacted topic kept per-key order.
+    orders = read_all(kafka_config, f"{prefix}.sales.orders")
+    assert any(value is None for *_, value in orders)
+    items = read_all(kafka_config, f"{prefix}.items")
+    assert {partition for partition, *_ in items} == {0, 1}
+
+
+def test_set_topic_with_three_partitions_is_refused(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    prepare(database, zookeeper, cluster_name)
+    topic = topic_of(cluster_name)
+    create_topic(sandbox, topic, partitions=3)
+    relay = RelayProcess(
+        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
+    )
+    try:
+        connection = psycopg2.connect(database)
+        with connection, connection.cursor() as cursor:
+            cursor.execute("INSERT INTO items (id, value) VALUES (1, 1)")
+        connection.close()
+        wait_for(lambda: not relay.alive(), 60, "the relay to refuse the topic", relay.output)
+    finally:
+        code = relay.stop()
+    assert code != 0
+    assert f"topic {topic!r} has 3 partitions, a set topic must have exactly one" in relay.output()
+    reader = KafkaReader(kafka_config["bootstrap.servers"], topic, kafka_config)
+    try:
+        with pytest.raises(StreamError, match="has 3 partitions"):
+            reader.seek(0)
+    finally:
+        reader.close()
