@@ -16,8 +16,9 @@ holding a JSON array of two strings, as Debezium's) carries the position in
 the set's stream, ``["<pgq batch id>", "<pgq event id>"]``; snapshot reads
 carry ``["snapshot", "<txid snapshot>"]``. ``source.ts_ms`` is when the row
 changed (the capture trigger's clock), the outer ``ts_ms`` when the relay
-built the event. Truncate events (``op: t``) are not sent: see
-``pgshovel.relay.table_topics`` for what a TRUNCATE becomes.
+built the event. Truncate events (``op: t``, no rows) are only printed by ``set
+tail --format debezium``: a table topic gets a deletion per live key instead
+(see ``pgshovel.relay.table_topics``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ __all__ = ["CONNECTOR", "Position", "Transaction", "envelope"]
 
 CONNECTOR = "pgshovel"
 
-Operation = Literal["c", "u", "d", "r"]
+Operation = Literal["c", "u", "d", "r", "t"]
 SnapshotMark = Literal["true", "last", "false"]
 
 

@@ -155,6 +155,10 @@ class TableTopicTranslator:
             records.extend(self._deletion(topic, key, mutation, self._row_of(value)))
         return records
 
+    def truncate_event(self, mutation: stream_pb2.Mutation) -> bytes:
+        """Debezium's own ``t`` event for a TRUNCATE (no key; for ``set tail``, not topics)."""
+        return self._envelope("t", mutation, None, None)
+
     def is_truncate(self, mutation: stream_pb2.Mutation) -> bool:
         return mutation.operation == _TRUNCATE
 
