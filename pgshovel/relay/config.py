@@ -50,6 +50,8 @@ class TableTopics(settings.Settings):
     format: Literal["json", "debezium"] = "json"
     #: Debezium's ``source.db`` (the source database's name)
     database: str = ""
+    #: a new table topic starts with the table's rows (``op: r``) read in one snapshot
+    snapshot: bool = True
     #: create missing topics compacted through the admin API (Kafka 0.10.1 or later)
     create: bool = True
     #: partitions and replication factor of the topics the relay creates

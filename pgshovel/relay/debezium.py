@@ -42,7 +42,8 @@ class Position:
 
     schema: str
     table: str
-    transaction: int
+    #: the txid (None for a snapshot read)
+    transaction: int | None
     #: microseconds since the Unix epoch when the row changed
     changed_micros: int
     #: the two strings of ``source.sequence``

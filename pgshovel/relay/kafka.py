@@ -28,6 +28,7 @@ with its defaults (not compacted) and the writer says so once per topic.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -39,12 +40,15 @@ from confluent_kafka.cimpl import NewTopic
 
 from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, ConfigurationError, ProgrammingError
-from pgshovel.protocol import stream_pb2
+from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.relay.config import TableTopics
 from pgshovel.relay.live_keys import live_keys
+from pgshovel.relay.table_snapshot import read_table
 from pgshovel.relay.table_topics import Record, TableTopicTranslator
 from pgshovel.settings import NonEmptyText, PositiveSeconds
+from pgshovel.stream.handoff import Snapshot, is_visible, parse_txid_snapshot
 from pgshovel.stream.reader import partition_mismatch
+from pgshovel.stream.typed_json import dumps
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +112,11 @@ def topic_partitions(producer: Producer, topic: str, timeout: float) -> int:
         time.sleep(0.2)
 
 
+def snapshot_topic(set_topic: str) -> str:
+    """The compacted topic recording which table topics started with a snapshot, and which."""
+    return f"__pgshovel-snapshots.{set_topic}"
+
+
 class KafkaWriter:
     """A ``StreamWriter`` for one Kafka topic (single partition, total order), and optionally
     one keyed topic per table."""
@@ -140,6 +149,13 @@ class KafkaWriter:
         self._translator: TableTopicTranslator | None = None
         self._ready_topics: set[str] = set()
         self._unkeyed: set[tuple[str, str]] = set()
+        # Table-topic snapshots: where to read the source, the set's tables, the topic
+        # recording finished snapshots and what it holds (topic -> snapshot).
+        self._source_dsn: str | None = None
+        self._tables: dict[tuple[str, str], configuration_pb2.TableConfiguration] = {}
+        self._state_topic: str | None = None
+        self._snapshots: dict[str, Snapshot] | None = None
+        self._started = False
 
     def bind(self, default_topic: str) -> None:
         """Called by the relay with ``<cluster>.<set>``; a configured topic wins."""
@@ -152,6 +168,22 @@ class KafkaWriter:
                 self.table_topics.format,
                 name=default_topic if prefix is None or not prefix else prefix,
                 database=self.table_topics.database,
+            )
+            if self.table_topics.snapshot:
+                self._state_topic = snapshot_topic(default_topic)
+
+    def attach_source(
+        self, dsn: str, configuration: configuration_pb2.ReplicationSetConfiguration
+    ) -> None:
+        """Where table-topic snapshots read the source, and the set's tables."""
+        self._source_dsn = dsn
+        for table in configuration.tables:
+            schema = table.schema or "public"
+            self._tables[(schema, table.name)] = configuration_pb2.TableConfiguration(
+                schema=schema,
+                name=table.name,
+                key_columns=list(table.key_columns),
+                columns=list(table.columns),
             )
 
     @property
@@ -219,6 +251,18 @@ class KafkaWriter:
         kind = operation.WhichOneof("operation")
         if kind == "begin":
             translator.begin(operation.batch.id)
+            if self._state_topic is not None and not self._started:
+                # A new table topic starts with the table's rows, before any change.
+                for schema, table in list(self._tables):
+                    self._snapshot_if_new(producer, translator, schema, table)
+                self._started = True
+            return 0
+        if kind == "schema_change" and self._state_topic is not None:
+            change = operation.schema_change
+            if change.kind in (stream_pb2.SchemaChange.ANNOUNCE, stream_pb2.SchemaChange.ALTER):
+                # A table added to the set, or renamed: its topic starts with its rows.
+                self._learn_table(change.shape)
+                self._snapshot_if_new(producer, translator, change.schema, change.table)
             return 0
         if kind != "mutation":
             return 0
@@ -226,6 +270,10 @@ class KafkaWriter:
         if not mutation.key_columns:
             self._warn_unkeyed(mutation)
             return 0
+        if self._state_topic is not None:
+            snapshot = self._snapshot_if_new(producer, translator, mutation.schema, mutation.table)
+            if snapshot is not None and is_visible(mutation.transaction, snapshot):
+                return 0  # the snapshot published on the table topic holds this change
         if translator.is_truncate(mutation):
             topic = translator.topic(mutation.schema, mutation.table)
             self._ensure_table_topic(producer, topic)
@@ -236,6 +284,95 @@ class KafkaWriter:
         else:
             records = translator.translate(mutation)
         return self._produce_records(producer, records)
+
+    # -- snapshots of new table topics -------------------------------------------------
+
+    def _learn_table(self, shape: stream_pb2.TableShape) -> None:
+        if not shape.name:
+            return
+        self._tables[(shape.schema, shape.name)] = configuration_pb2.TableConfiguration(
+            schema=shape.schema,
+            name=shape.name,
+            key_columns=list(shape.key),
+            columns=[column.name for column in shape.columns],
+        )
+
+    def _load_snapshots(self) -> dict[str, Snapshot]:
+        if self._snapshots is None:
+            state = self._state_topic
+            if state is None:
+                raise ProgrammingError("kafka writer has no snapshot topic: bind() was not called")
+            recorded = live_keys(self._bootstrap_servers, self._properties, state)
+            self._snapshots = {
+                key.decode("utf-8"): parse_txid_snapshot(json.loads(value)["snapshot"])
+                for key, value in recorded.items()
+            }
+        return self._snapshots
+
+    def _snapshot_if_new(
+        self, producer: Producer, translator: TableTopicTranslator, schema: str, table: str
+    ) -> Snapshot | None:
+        """The snapshot a table topic started with; taken now when it has none yet.
+
+        Order (see the README, "Kafka table topics"): everything produced so far is
+        acknowledged; one REPEATABLE READ snapshot of the table is read and its rows
+        produced (``op: r``); keys the topic holds that the snapshot lacks are deleted;
+        once all that is acknowledged, the snapshot is recorded in the state topic.
+        A crash before the record just means the snapshot is taken again: a fresh one
+        replaces whatever the topic held, so that is always safe.
+        """
+        snapshots = self._load_snapshots()
+        topic = translator.topic(schema, table)
+        found = snapshots.get(topic)
+        if found is not None:
+            return found
+        dsn = self._source_dsn
+        if dsn is None:
+            raise ConfigurationError(
+                f"table topic {topic!r} needs a snapshot but the writer cannot read the source "
+                "(it runs outside pgshovel-relay); set table_topics.snapshot: false"
+            )
+        configuration = self._tables.get(
+            (schema, table), configuration_pb2.TableConfiguration(schema=schema, name=table)
+        )
+        self._flush_producer(producer)
+        self._ensure_table_topic(producer, topic)
+        with read_table(dsn, configuration) as read:
+            if read.shape is not None and not read.shape.key:
+                return None  # unkeyed: no table topic (see _warn_unkeyed)
+            live = live_keys(self._bootstrap_servers, self._properties, topic, self.flush_timeout)
+            text = read.snapshot.to_text()
+            count = 0
+            if read.shape is not None:
+                records = translator.snapshot_records(
+                    schema, table, read.shape.key, read.rows(), text
+                )
+                for record in records:
+                    self._produce_records(producer, [record])
+                    live.pop(record.key or b"", None)
+                    count += 1
+            self._produce_records(producer, translator.snapshot_deletions(topic, list(live)))
+            self._flush_producer(producer)
+        state = self._state_topic
+        if state is None:
+            raise ProgrammingError("kafka writer has no snapshot topic: bind() was not called")
+        done = {"schema": schema, "table": table, "snapshot": text, "rows": count}
+        self._ensure_table_topic(producer, state)
+        self._produce_records(
+            producer, [Record(state, topic.encode("utf-8"), dumps(done).encode("utf-8"))]
+        )
+        self._flush_producer(producer)
+        snapshots[topic] = read.snapshot
+        logger.info(
+            "table topic %r starts with %d row(s) of %s.%s (snapshot %s; %d stale key(s) deleted)",
+            topic,
+            count,
+            schema,
+            table,
+            text,
+            len(live),
+        )
+        return read.snapshot
 
     def _produce_records(self, producer: Producer, records: Sequence[Record]) -> int:
         size = 0

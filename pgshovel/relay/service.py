@@ -23,7 +23,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from pgshovel._signals import StopRequest
-from pgshovel.abc import StreamWriter
+from pgshovel.abc import SourceReader, StreamWriter
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import stored_password_warning
 from pgshovel.cluster.versions import set_version
@@ -182,6 +182,8 @@ class Relay:
                 with translating("reading the node id"):
                     node = read_node_id(queue.connection, self.cluster)
                     queue.connection.commit()
+                if isinstance(writer, SourceReader):
+                    writer.attach_source(dsn, configuration)
                 publisher = BatchPublisher(
                     queue,
                     writer,

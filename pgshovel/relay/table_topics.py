@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -154,6 +154,63 @@ class TableTopicTranslator:
         for key, value in live.items():
             records.extend(self._deletion(topic, key, mutation, self._row_of(value)))
         return records
+
+    def snapshot_records(
+        self,
+        schema: str,
+        table: str,
+        key_columns: Iterable[str],
+        rows: Iterable[stream_pb2.Row],
+        snapshot: str,
+    ) -> Iterator[Record]:
+        """A snapshot's rows as ``op: r`` records (Debezium marks the last one ``last``)."""
+        topic = self.topic(schema, table)
+        keys = list(key_columns)
+        previous: stream_pb2.Row | None = None
+        for row in rows:
+            if previous is not None:
+                yield self._read(topic, schema, table, keys, previous, snapshot, "true")
+            previous = row
+        if previous is not None:
+            yield self._read(topic, schema, table, keys, previous, snapshot, "last")
+
+    def snapshot_deletions(self, topic: str, keys: Iterable[bytes]) -> list[Record]:
+        """Tombstones for keys the topic holds that the snapshot does not have."""
+        return [Record(topic, key, None) for key in keys]
+
+    def _read(
+        self,
+        topic: str,
+        schema: str,
+        table: str,
+        keys: list[str],
+        row: stream_pb2.Row,
+        snapshot: str,
+        mark: debezium.SnapshotMark,
+    ) -> Record:
+        key = dumps(key_object(row, keys)).encode("utf-8")
+        after = row_object(row.columns)
+        if self.format == "json":
+            return Record(topic, key, dumps(after).encode("utf-8"))
+        position = debezium.Position(
+            schema=schema,
+            table=table,
+            transaction=None,
+            changed_micros=self.clock() * 1000,
+            sequence=("snapshot", snapshot),
+            snapshot=mark,
+        )
+        event = debezium.envelope(
+            "r",
+            None,
+            after,
+            position,
+            name=self.name,
+            database=self.database,
+            now_ms=self.clock(),
+            transaction=None,
+        )
+        return Record(topic, key, dumps(event).encode("utf-8"))
 
     def truncate_event(self, mutation: stream_pb2.Mutation) -> bytes:
         """Debezium's own ``t`` event for a TRUNCATE (no key; for ``set tail``, not topics)."""

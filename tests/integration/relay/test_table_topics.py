@@ -60,6 +60,26 @@ def prepare(dsn: str, zookeeper: object, cluster: str) -> None:
     install(zookeeper, cluster, dsn, [{"name": "items"}, {"schema": "sales", "name": "orders"}])
 
 
+def populate(dsn: str) -> int:
+    """Rows that exist before any relay runs: only a snapshot can publish them."""
+    rng = random.Random(11)
+    connection = psycopg2.connect(dsn)
+    with connection, connection.cursor() as cursor:
+        for key in [*range(0, 3000, 25), *range(9000, 9060)]:
+            cursor.execute(
+                "INSERT INTO items VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (key, *_values(rng, 9)),
+            )
+        for number in range(40):
+            cursor.execute(
+                "INSERT INTO sales.orders VALUES (%s, %s, %s)", ("before", number, number / 4)
+            )
+        cursor.execute("SELECT count(*) FROM items")
+        (count,) = cursor.fetchone()  # type: ignore[misc]
+    connection.close()
+    return int(count)
+
+
 def _values(rng: random.Random, worker: int) -> tuple[Any, ...]:
     seen = rng.choice(
         ["infinity", "-infinity", "2024-02-29 23:59:59.999999+00", "1999-12-31 12:00:00.5+00"]
@@ -160,6 +180,7 @@ def test_table_topics_fold_to_the_source_through_kill_9(
     format: str,
 ) -> None:
     prepare(database, zookeeper, cluster_name)
+    populate(database)
     prefix = topic_of(cluster_name)
     # An operator creates one topic compacted (a 0.9 broker has no admin API); the relay
     # leaves the other to the broker's auto-creation.
@@ -191,12 +212,16 @@ def test_table_topics_fold_to_the_source_through_kill_9(
             done.wait(random.uniform(0.3, 1.0))
             relay.kill()
             restarts += 1
-        # One last change after the last TRUNCATE, then drain.
+        relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
+        wait_for(
+            lambda: queue_drained(database, cluster_name), 90, "the relay to drain", relay.output
+        )
+        # A TRUNCATE once the snapshots are long done: its keys are read back from the topic.
         connection = psycopg2.connect(database)
         with connection, connection.cursor() as cursor:
+            cursor.execute("TRUNCATE sales.orders")
             cursor.execute("INSERT INTO sales.orders VALUES ('last', 1, 1.5)")
         connection.close()
-        relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
         wait_for(
             lambda: queue_drained(database, cluster_name), 90, "the relay to drain", relay.output
         )
@@ -219,6 +244,9 @@ def test_table_topics_fold_to_the_source_through_kill_9(
                     validator.validate(json.loads(value))
             rows = [event["after"] for event in state.values()]
             assert all(event["op"] in ("c", "u", "r") for event in state.values())
+            reads = [json.loads(v) for *_, v in records if v is not None and b'"op":"r"' in v]
+            assert reads and reads[0]["source"]["snapshot"] in ("true", "last")
+            assert {read["source"]["snapshot"] for read in reads} == {"true", "last"}
         else:
             rows = list(state.values())
         # The key of every live message is the key of the row it holds.
@@ -233,6 +261,13 @@ def test_table_topics_fold_to_the_source_through_kill_9(
     assert any(value is None for *_, value in orders)
     items = read_all(kafka_config, f"{prefix}.items")
     assert {partition for partition, *_ in items} == {0, 1}
+    # The rows no transaction touched came from the snapshot alone.
+    untouched = {
+        json.dumps({"id": key}, separators=(",", ":")).encode() for key in range(9000, 9060)
+    }
+    assert untouched <= set(fold(items))
+    snapshots = read_all(kafka_config, f"__pgshovel-snapshots.{prefix}")
+    assert {key for _, _, key, _ in snapshots} >= {f"{prefix}.items".encode()}
 
 
 def test_set_topic_with_three_partitions_is_refused(

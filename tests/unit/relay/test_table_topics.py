@@ -183,3 +183,26 @@ def test_transaction_ranks_restart_with_each_batch() -> None:
     [(_, _, value)] = decoded(t.translate(mutation(M.INSERT, new=_row(id="2", note="a"))))
     assert value["transaction"]["total_order"] == 1  # type: ignore[index]
     assert value["source"]["sequence"] == '["8","1"]'  # type: ignore[index]
+
+
+def test_snapshot_rows_are_reads_the_last_marked() -> None:
+    rows = [_row(id="1", note="a"), _row(id="2", note=None)]
+    json_records = list(translator().snapshot_records("public", "items", ["id"], rows, "5:9:7"))
+    assert decoded(json_records) == [
+        ("shop.items", {"id": 1}, {"id": 1, "note": "a"}),
+        ("shop.items", {"id": 2}, {"id": 2, "note": None}),
+    ]
+    events = decoded(
+        list(translator("debezium").snapshot_records("public", "items", ["id"], rows, "5:9:7"))
+    )
+    assert [value["op"] for _, _, value in events] == ["r", "r"]  # type: ignore[index]
+    assert [value["source"]["snapshot"] for _, _, value in events] == ["true", "last"]  # type: ignore[index]
+    assert events[0][2]["source"]["sequence"] == '["snapshot","5:9:7"]'  # type: ignore[index]
+    assert events[0][2]["transaction"] is None and events[0][2]["before"] is None  # type: ignore[index]
+    assert list(translator().snapshot_records("public", "items", ["id"], [], "5:9:")) == []
+
+
+def test_snapshot_deletions_are_tombstones() -> None:
+    assert translator().snapshot_deletions("shop.items", [b'{"id":3}']) == [
+        Record("shop.items", b'{"id":3}', None)
+    ]
