@@ -37,7 +37,8 @@ def live_keys(
     settings["auto.offset.reset"] = "earliest"
     consumer = Consumer(settings, logger=logger)
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout)
+        # The whole cluster's metadata: asking for one missing topic may create it.
+        metadata = consumer.list_topics(timeout=timeout)
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
             return {}

@@ -300,3 +300,102 @@ def test_set_topic_with_three_partitions_is_refused(
             reader.seek(0)
     finally:
         reader.close()
+
+
+def _table_topic_relay(
+    tmp_path: Path, sandbox: SandboxConnection, **table_topics: Any
+) -> tuple[Path, dict[str, Any]]:
+    path = write_relay_yml(tmp_path, sandbox)
+    document = yaml.safe_load(path.read_text())
+    document["writer"]["configuration"].update(table_topics.pop("writer", {}))
+    document["writer"]["configuration"]["table_topics"] = table_topics
+    path.write_text(yaml.safe_dump(document))
+    return path, document
+
+
+def test_a_table_added_by_set_update_starts_with_its_rows(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    from pgshovel.admin import planning, twophase
+    from pgshovel.cluster.sets import parse_set_document
+    from tests.integration.admin._admin import context
+    from tests.integration.capture._capture import SET
+
+    prepare(database, zookeeper, cluster_name)
+    connection = psycopg2.connect(database)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE extra (id integer PRIMARY KEY, label text)")
+        cursor.execute("INSERT INTO extra SELECT n, 'before ' || n FROM generate_series(1, 50) n")
+    connection.close()
+    config, _ = _table_topic_relay(
+        tmp_path, sandbox, prefix=cluster_name, writer={"set_topic": False}
+    )
+    relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
+    try:
+        wait_for(lambda: "leading" in relay.output(), 30, "the relay to lead", relay.output)
+        connection = psycopg2.connect(database)
+        with connection, connection.cursor() as cursor:
+            cursor.execute("INSERT INTO items (id, value) VALUES (1, 1)")
+        document = {
+            "database": {"dsn": database},
+            "tables": [{"name": "items"}, {"schema": "sales", "name": "orders"}, {"name": "extra"}],
+        }
+        with context(zookeeper, cluster_name) as ctx:
+            plan = planning.plan_set_update(ctx, SET, parse_set_document(document, "test"))
+            twophase.execute(plan, ctx.connections, zookeeper)
+        with connection, connection.cursor() as cursor:
+            cursor.execute("UPDATE extra SET label = 'changed' WHERE id = 7")
+            cursor.execute("DELETE FROM extra WHERE id = 8")
+        connection.close()
+        wait_for(
+            lambda: queue_drained(database, cluster_name), 60, "the relay to drain", relay.output
+        )
+    finally:
+        assert relay.stop() == 0, relay.output()
+    state = fold(read_all(kafka_config, f"{cluster_name}.extra"))
+    assert len(state) == 49
+    assert compare_with_source(database, "public", "extra", list(state.values())) == ([], [])
+    items = fold(read_all(kafka_config, f"{cluster_name}.items"))
+    assert list(items) == [b'{"id":1}'] and items[b'{"id":1}']["value"] == 1
+    # set_topic: false: the set's protobuf topic was never written.
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient(kafka_config).list_topics(timeout=30).topics
+    assert topic_of(cluster_name) not in topics
+
+
+def test_snapshot_false_publishes_only_changes(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    connection = psycopg2.connect(database)
+    with connection, connection.cursor() as cursor:
+        cursor.execute(TABLES)
+    connection.close()
+    populate(database)  # before capture exists: no event for these rows
+    install(zookeeper, cluster_name, database, [{"name": "items"}])
+    config, _ = _table_topic_relay(tmp_path, sandbox, snapshot=False)
+    relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
+    try:
+        connection = psycopg2.connect(database)
+        with connection, connection.cursor() as cursor:
+            cursor.execute("UPDATE items SET value = -1 WHERE id = 9001")
+            cursor.execute("INSERT INTO items (id, value) VALUES (-5, 5)")
+        connection.close()
+        wait_for(
+            lambda: queue_drained(database, cluster_name), 60, "the relay to drain", relay.output
+        )
+    finally:
+        assert relay.stop() == 0, relay.output()
+    state = fold(read_all(kafka_config, f"{topic_of(cluster_name)}.items"))
+    assert sorted(json.loads(key)["id"] for key in state) == [-5, 9001]
+    assert state[b'{"id":9001}']["value"] == -1
