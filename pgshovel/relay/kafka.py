@@ -85,6 +85,8 @@ def producer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
 
 #: How long the writer waits for the cluster's topic list.
 METADATA_SECONDS = 30.0
+#: How long the writer waits for the admin API to create a table topic.
+CREATE_SECONDS = 10.0
 _NOT_READY = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
 
 
@@ -93,8 +95,12 @@ def topic_partitions(producer: Producer, topic: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            metadata = producer.list_topics(topic, timeout=timeout)
+            metadata = producer.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
         except KafkaException as error:
+            # A broker creating the topic just now may answer badly once: ask again.
+            if time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
             raise BrokerUnavailable(
                 f"cannot read the metadata of topic {topic!r}: {error}; is the broker reachable?"
             ) from error
@@ -431,7 +437,9 @@ class KafkaWriter:
                 topic,
             )
             return
-        admin = AdminClient({"bootstrap.servers": self._bootstrap_servers, **self._properties})
+        admin = AdminClient(
+            {"bootstrap.servers": self._bootstrap_servers, **client_properties(self._properties)}
+        )
         new = NewTopic(
             topic,
             num_partitions=settings.partitions,
@@ -439,7 +447,7 @@ class KafkaWriter:
             config={"cleanup.policy": "compact"},
         )
         try:
-            admin.create_topics([new], request_timeout=METADATA_SECONDS)[topic].result()
+            admin.create_topics([new], request_timeout=CREATE_SECONDS)[topic].result()
             logger.info("created table topic %r (compacted)", topic)
         except KafkaException as error:
             cause = error.args[0] if error.args else None

@@ -365,7 +365,7 @@ def test_a_table_added_by_set_update_starts_with_its_rows(
     # set_topic: false: the set's protobuf topic was never written.
     from confluent_kafka.admin import AdminClient
 
-    topics = AdminClient(kafka_config).list_topics(timeout=30).topics
+    topics = AdminClient(dict(kafka_config)).list_topics(timeout=30).topics
     assert topic_of(cluster_name) not in topics
 
 
