@@ -95,7 +95,8 @@ class KafkaReader:
     def partitions(self) -> int:
         """How many partitions the topic has (0 while the broker does not know it)."""
         try:
-            metadata = self._consumer.list_topics(self.topic, timeout=self.timeout)
+            # The whole cluster's metadata: asking for one missing topic may create it.
+            metadata = self._consumer.list_topics(timeout=self.timeout)
         except KafkaException as error:
             raise BrokerUnavailable(
                 f"cannot read the metadata of topic {self.topic!r}: {error}; check that the "
