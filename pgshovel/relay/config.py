@@ -32,7 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from pgshovel import settings
 from pgshovel.abc import StreamWriter
@@ -52,6 +52,16 @@ class TableTopics(settings.Settings):
     database: str = ""
     #: a new table topic starts with the table's rows (``op: r``) read in one snapshot
     snapshot: bool = True
+    #: ``format: debezium`` only: also publish Debezium's transaction-metadata topic
+    #: ``<prefix>.transaction`` (BEGIN/END records with per-table event counts)
+    transaction_topic: bool = False
+
+    @model_validator(mode="after")
+    def _transaction_topic_needs_debezium(self) -> TableTopics:
+        if self.transaction_topic and self.format != "debezium":
+            raise ValueError("transaction_topic needs format: debezium")
+        return self
+
     #: create missing topics compacted through the admin API (Kafka 0.10.1 or later)
     create: bool = True
     #: partitions and replication factor of the topics the relay creates

@@ -169,11 +169,15 @@ class KafkaWriter:
             self.topic = default_topic
         if self.table_topics is not None and self._translator is None:
             prefix = self.table_topics.prefix
+            name = default_topic if prefix is None or not prefix else prefix
             self._translator = TableTopicTranslator(
                 default_topic if prefix is None else prefix,
                 self.table_topics.format,
-                name=default_topic if prefix is None or not prefix else prefix,
+                name=name,
                 database=self.table_topics.database,
+                transaction_topic=f"{name}.transaction"
+                if self.table_topics.transaction_topic
+                else None,
             )
             if self.table_topics.snapshot:
                 self._state_topic = snapshot_topic(default_topic)
@@ -270,6 +274,8 @@ class KafkaWriter:
                 self._learn_table(change.shape)
                 self._snapshot_if_new(producer, translator, change.schema, change.table)
             return 0
+        if kind == "commit":
+            return self._produce_records(producer, translator.batch_end())
         if kind != "mutation":
             return 0
         mutation = operation.mutation
@@ -289,7 +295,7 @@ class KafkaWriter:
             records = translator.truncated(mutation, live)
         else:
             records = translator.translate(mutation)
-        return self._produce_records(producer, records)
+        return self._produce_records(producer, [*translator.take_begins(), *records])
 
     # -- snapshots of new table topics -------------------------------------------------
 
@@ -429,12 +435,17 @@ class KafkaWriter:
         self._ready_topics.add(topic)
 
     def _create_compacted(self, topic: str, settings: TableTopics) -> None:
+        # Debezium's transaction topic keeps every record (BEGIN and END share a key).
+        translator = self._translator
+        compact = translator is None or topic != translator.transaction_topic
+        policy = "compact" if compact else "delete"
         if self._legacy_broker():
             logger.warning(
-                "table topic %r is missing and the broker predates the admin API (kafka < 0.10.1): "
+                "topic %r is missing and the broker predates the admin API (kafka < 0.10.1): "
                 "it will be auto-created with the broker's defaults; create it with "
-                "kafka-topics.sh --config cleanup.policy=compact to keep one message per key",
+                "kafka-topics.sh --config cleanup.policy=%s",
                 topic,
+                policy,
             )
             return
         admin = AdminClient(
@@ -444,21 +455,22 @@ class KafkaWriter:
             topic,
             num_partitions=settings.partitions,
             replication_factor=settings.replication_factor,
-            config={"cleanup.policy": "compact"},
+            config={"cleanup.policy": policy},
         )
         try:
             admin.create_topics([new], request_timeout=CREATE_SECONDS)[topic].result()
-            logger.info("created table topic %r (compacted)", topic)
+            logger.info("created topic %r (cleanup.policy=%s)", topic, policy)
         except KafkaException as error:
             cause = error.args[0] if error.args else None
             if isinstance(cause, KafkaError) and cause.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
             logger.warning(
-                "could not create table topic %r compacted (%s): the broker will auto-create it "
-                "with its defaults; on a broker older than 0.10.1 create it with kafka-topics.sh "
-                "--config cleanup.policy=compact",
+                "could not create topic %r (%s): the broker will auto-create it with its "
+                "defaults; on a broker older than 0.10.1 create it with kafka-topics.sh "
+                "--config cleanup.policy=%s",
                 topic,
                 cause if cause is not None else error,
+                policy,
             )
 
     def _legacy_broker(self) -> bool:

@@ -90,16 +90,20 @@ class TableTopicTranslator:
         name: str,
         database: str = "",
         clock: Callable[[], int] = _now_ms,
+        transaction_topic: str | None = None,
     ) -> None:
         self.prefix = prefix
         self.format = format
         self.name = name
         self.database = database
         self.clock = clock
+        #: Debezium's transaction-metadata topic (BEGIN/END records), if published
+        self.transaction_topic = transaction_topic
         self._topics: dict[tuple[str, str], str] = {}
         self._batch = 0
         self._total: dict[int, int] = {}
         self._per_table: dict[tuple[int, str, str], int] = {}
+        self._begins: list[Record] = []
 
     def topic(self, schema: str, table: str) -> str:
         """The topic of a table (cached)."""
@@ -113,6 +117,42 @@ class TableTopicTranslator:
         self._batch = batch_id
         self._total.clear()
         self._per_table.clear()
+        self._begins.clear()
+
+    def take_begins(self) -> list[Record]:
+        """The transaction topic's BEGIN records of transactions met since the last call."""
+        begins, self._begins = self._begins, []
+        return begins
+
+    def batch_end(self) -> list[Record]:
+        """The transaction topic's END records of the batch's transactions (first met first).
+
+        ``event_count`` counts the transaction's Debezium events in this batch (a
+        PgQ batch holds whole transactions); ``data_collections`` per table.
+        """
+        topic = self.transaction_topic
+        if topic is None:
+            return []
+        records = []
+        for transaction, count in self._total.items():
+            collections = [
+                {"data_collection": f"{schema}.{table}", "event_count": events}
+                for (txid, schema, table), events in self._per_table.items()
+                if txid == transaction
+            ]
+            value = {
+                "status": "END",
+                "id": str(transaction),
+                "ts_ms": self.clock(),
+                "event_count": count,
+                "data_collections": collections,
+            }
+            records.append(self._transaction_record(topic, transaction, value))
+        return records
+
+    def _transaction_record(self, topic: str, transaction: int, value: dict[str, Any]) -> Record:
+        key = dumps({"id": str(transaction)}).encode("utf-8")
+        return Record(topic, key, dumps(value).encode("utf-8"))
 
     def translate(self, mutation: stream_pb2.Mutation) -> list[Record]:
         """The records of an INSERT, UPDATE or DELETE ([] for an unkeyed table).
@@ -273,6 +313,17 @@ class TableTopicTranslator:
     ) -> bytes:
         transaction = mutation.transaction
         total = self._total[transaction] = self._total.get(transaction, 0) + 1
+        if total == 1 and self.transaction_topic is not None:
+            begin = {
+                "status": "BEGIN",
+                "id": str(transaction),
+                "ts_ms": self.clock(),
+                "event_count": None,
+                "data_collections": None,
+            }
+            self._begins.append(
+                self._transaction_record(self.transaction_topic, transaction, begin)
+            )
         table_key = (transaction, mutation.schema, mutation.table)
         in_table = self._per_table[table_key] = self._per_table.get(table_key, 0) + 1
         position = debezium.Position(

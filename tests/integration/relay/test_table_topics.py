@@ -38,6 +38,7 @@ from tests.integration.relay._table_topics import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SCHEMA = Path(__file__).with_name("debezium_envelope.schema.json")
+TRANSACTION_SCHEMA = Path(__file__).with_name("debezium_transaction.schema.json")
 
 TABLES = """
 CREATE TABLE items (
@@ -161,10 +162,39 @@ def truncations(dsn: str, done: threading.Event, count: int) -> None:
         connection.close()
 
 
+def check_transaction_topic(kafka_config: dict[str, str], prefix: str) -> None:
+    """Every END closes a BEGIN of its transaction; its counts add up; all validate."""
+    validator = jsonschema.Draft202012Validator(json.loads(TRANSACTION_SCHEMA.read_text()))
+    records = [
+        json.loads(value or b"null")
+        for *_, value in read_all(kafka_config, f"{prefix}.transaction")
+    ]
+    begun: set[str] = set()
+    ends = 0
+    for record in records:
+        validator.validate(record)
+        if record["status"] == "BEGIN":
+            begun.add(record["id"])
+        else:
+            ends += 1
+            assert record["id"] in begun
+            counts = [c["event_count"] for c in record["data_collections"]]
+            assert sum(counts) == record["event_count"]
+            assert {c["data_collection"] for c in record["data_collections"]} <= {
+                "public.items",
+                "sales.orders",
+            }
+    assert ends > 0
+
+
 def _relay_yml(tmp_path: Path, sandbox: SandboxConnection, format: str) -> Path:
     path = write_relay_yml(tmp_path, sandbox)
     document = yaml.safe_load(path.read_text())
-    document["writer"]["configuration"]["table_topics"] = {"format": format, "database": "src"}
+    document["writer"]["configuration"]["table_topics"] = {
+        "format": format,
+        "database": "src",
+        "transaction_topic": format == "debezium",
+    }
     path.write_text(yaml.safe_dump(document))
     return path
 
@@ -266,6 +296,8 @@ def test_table_topics_fold_to_the_source_through_kill_9(
         json.dumps({"id": key}, separators=(",", ":")).encode() for key in range(9000, 9060)
     }
     assert untouched <= set(fold(items))
+    if format == "debezium":
+        check_transaction_topic(kafka_config, prefix)
     snapshots = read_all(kafka_config, f"__pgshovel-snapshots.{prefix}")
     assert {key for _, _, key, _ in snapshots} >= {f"{prefix}.items".encode()}
 

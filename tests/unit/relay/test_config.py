@@ -115,3 +115,15 @@ def test_a_writer_that_publishes_nothing_is_refused() -> None:
     }
     with pytest.raises(ConfigurationError, match="publishes nothing"):
         config.parse({"writer": writer}, "relay.yml").writer.build()
+
+
+def test_the_transaction_topic_needs_the_debezium_format() -> None:
+    writer = {
+        "path": WRITER["path"],
+        "configuration": {
+            "bootstrap_servers": "b:9092",
+            "table_topics": {"format": "json", "transaction_topic": True},
+        },
+    }
+    with pytest.raises(ConfigurationError, match="transaction_topic needs format: debezium"):
+        config.parse({"writer": writer}, "relay.yml")

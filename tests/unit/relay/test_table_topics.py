@@ -206,3 +206,54 @@ def test_snapshot_deletions_are_tombstones() -> None:
     assert translator().snapshot_deletions("shop.items", [b'{"id":3}']) == [
         Record("shop.items", b'{"id":3}', None)
     ]
+
+
+def test_transaction_topic_begin_and_end_with_counts() -> None:
+    t = TableTopicTranslator(
+        "shop", "debezium", name="shop", clock=lambda: 42, transaction_topic="shop.transaction"
+    )
+    t.begin(7)
+    first = t.translate(mutation(M.INSERT, new=_row(id="1", note="a"), transaction=900))
+    [begin] = decoded(t.take_begins())
+    assert begin == (
+        "shop.transaction",
+        {"id": "900"},
+        {
+            "status": "BEGIN",
+            "id": "900",
+            "ts_ms": 42,
+            "event_count": None,
+            "data_collections": None,
+        },
+    )
+    assert len(first) == 1
+    t.translate(mutation(M.DELETE, old=_row(id="1", note="a"), transaction=900))
+    t.translate(mutation(M.INSERT, new=_row(id="5", note="z"), transaction=901, table="other"))
+    t.translate(mutation(M.INSERT, new=_row(id="6", note="z"), transaction=900, table="other"))
+    assert [key for _, key, _ in decoded(t.take_begins())] == [{"id": "901"}]
+    ends = decoded(t.batch_end())
+    assert [value for _, _, value in ends] == [
+        {
+            "status": "END",
+            "id": "900",
+            "ts_ms": 42,
+            "event_count": 3,
+            "data_collections": [
+                {"data_collection": "public.items", "event_count": 2},
+                {"data_collection": "public.other", "event_count": 1},
+            ],
+        },
+        {
+            "status": "END",
+            "id": "901",
+            "ts_ms": 42,
+            "event_count": 1,
+            "data_collections": [{"data_collection": "public.other", "event_count": 1}],
+        },
+    ]
+
+
+def test_no_transaction_topic_no_records() -> None:
+    t = translator("debezium")
+    t.translate(mutation(M.INSERT, new=_row(id="1", note="a")))
+    assert t.take_begins() == [] and t.batch_end() == []
