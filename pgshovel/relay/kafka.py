@@ -216,7 +216,14 @@ class KafkaWriter:
         return self._producer
 
     def push(self, messages: Sequence[stream_pb2.Message]) -> None:
-        """Produce every message asynchronously, in order (see ``flush``)."""
+        """Produce every message asynchronously, in order (see ``flush``).
+
+        The table topics' records come first, then the set topic's messages: only
+        the order within each topic matters, and a data error found on the way
+        (a table Kafka cannot name, a snapshot that cannot be read) then leaves
+        nothing of this push on the set topic, as the relay assumes of any failure
+        that is not ``BrokerUnavailable``.
+        """
         if self.topic is None:
             raise ProgrammingError("kafka writer has no topic: bind() was not called")
         producer = self._ensure_producer()
@@ -224,11 +231,15 @@ class KafkaWriter:
         callback = self._delivered
         topic = self.topic
         translator = self._translator
-        publish_set = self.set_topic
         size = 0
         try:
-            for message in messages:
-                if publish_set:
+            if translator is not None:
+                for message in messages:
+                    size += self._push_table_records(producer, translator, message)
+                    if self._failure is not None:
+                        break
+            if self.set_topic and self._failure is None:
+                for message in messages:
                     payload = message.SerializeToString()
                     size += len(payload)
                     while True:
@@ -238,10 +249,8 @@ class KafkaWriter:
                         except BufferError:
                             # The local queue is full: let deliveries drain, then retry.
                             producer.poll(0.1)
-                if translator is not None:
-                    size += self._push_table_records(producer, translator, message)
-                if self._failure is not None:
-                    break
+                    if self._failure is not None:
+                        break
             producer.poll(0)
         except KafkaException as error:
             self.reset()

@@ -79,3 +79,33 @@ def test_a_failed_flush_does_not_poison_the_next_attempt(monkeypatch: pytest.Mon
         else:
             raise AssertionError("flush to an unreachable broker must fail")
     writer.close()
+
+
+def test_a_table_topic_data_error_leaves_nothing_on_the_set_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The relay rewinds its sequence after a data error: the set topic must not hold any of
+    the push that failed (table records come first, so the error comes before them)."""
+    from pgshovel.errors import SchemaError
+    from pgshovel.protocol import stream_pb2
+    from pgshovel.relay import kafka
+    from pgshovel.relay.config import TableTopics
+    from pgshovel.relay.kafka import KafkaWriter
+    from pgshovel.stream.codec import to_value
+
+    monkeypatch.setattr(kafka, "topic_partitions", lambda *_arguments: 1)
+    writer = KafkaWriter("127.0.0.1:9", table_topics=TableTopics(snapshot=False), flush_timeout=0.2)
+    writer.bind("c.s")
+    begin = stream_pb2.Message()
+    begin.operation.begin.set_version = "v"
+    bad = stream_pb2.Message()
+    mutation = bad.operation.mutation
+    mutation.schema, mutation.table = "public", "no spaces allowed"
+    mutation.operation = stream_pb2.Mutation.INSERT
+    mutation.key_columns.append("id")
+    mutation.new.columns.add(name="id", value=to_value("int4", "1"))
+    with pytest.raises(SchemaError, match="is not a legal kafka topic name"):
+        writer.push([begin, bad])
+    producer = writer._producer
+    assert producer is not None and len(producer) == 0
+    writer.reset()
