@@ -34,8 +34,9 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from pgshovel.protocol import stream_pb2
@@ -176,34 +177,41 @@ def _array(array: stream_pb2.Array) -> list[Any]:
     return _nest([to_json(element) for element in array.elements], list(array.dimensions))
 
 
+def _timestamp(value: stream_pb2.Value) -> str:
+    stamp = value.timestamp
+    return format_timestamp(stamp.micros, stamp.with_zone, stamp.infinity)
+
+
+def _interval(value: stream_pb2.Value) -> str:
+    interval = value.interval
+    return format_interval(interval.months, interval.days, interval.micros)
+
+
+_CONVERTERS: dict[str | None, Any] = {
+    "null": lambda value: None,
+    None: lambda value: None,
+    "bool": lambda value: value.bool,
+    "int64": lambda value: value.int64,
+    "string": lambda value: value.string,
+    "decimal": lambda value: value.decimal,
+    "double": lambda value: _double(value.double),
+    "timestamp": _timestamp,
+    "date": lambda value: format_date(value.date.days, value.date.infinity),
+    "time": lambda value: format_time(
+        value.time.micros, value.time.with_zone, value.time.utc_offset
+    ),
+    "interval": _interval,
+    "uuid": lambda value: str(uuid.UUID(bytes=value.uuid)),
+    "bytes": lambda value: base64.b64encode(value.bytes).decode("ascii"),
+    "json": lambda value: RawJSON(value.json),
+    "array": lambda value: _array(value.array),
+    "other": lambda value: value.other.text,
+}
+
+
 def to_json(value: stream_pb2.Value) -> Any:
     """The typed JSON of one protocol value (see the module documentation)."""
-    kind = value.WhichOneof("kind")
-    if kind == "null" or kind is None:
-        return None
-    if kind in ("bool", "int64", "string", "decimal"):
-        return getattr(value, kind)
-    if kind == "double":
-        return _double(value.double)
-    if kind == "timestamp":
-        stamp = value.timestamp
-        return format_timestamp(stamp.micros, stamp.with_zone, stamp.infinity)
-    if kind == "date":
-        return format_date(value.date.days, value.date.infinity)
-    if kind == "time":
-        return format_time(value.time.micros, value.time.with_zone, value.time.utc_offset)
-    if kind == "interval":
-        interval = value.interval
-        return format_interval(interval.months, interval.days, interval.micros)
-    if kind == "uuid":
-        return str(uuid.UUID(bytes=value.uuid))
-    if kind == "bytes":
-        return base64.b64encode(value.bytes).decode("ascii")
-    if kind == "json":
-        return RawJSON(value.json)
-    if kind == "array":
-        return _array(value.array)
-    return value.other.text
+    return _CONVERTERS[value.WhichOneof("kind")](value)
 
 
 def row_object(columns: Iterable[stream_pb2.Column]) -> dict[str, Any]:
@@ -216,37 +224,41 @@ def key_object(row: stream_pb2.Row, key_columns: Iterable[str]) -> dict[str, Any
 
     Raises ``KeyError`` naming a key column the row does not hold.
     """
-    values = {column.name: column.value for column in row.columns}
-    return {name: to_json(values[name]) for name in key_columns}
+    wanted = tuple(key_columns)
+    found: dict[str, stream_pb2.Value] = {}
+    for column in row.columns:
+        if column.name in wanted:
+            found[column.name] = column.value
+            if len(found) == len(wanted):
+                break
+    return {name: to_json(found[name]) for name in wanted}
 
 
-def _write(value: Any, out: list[str]) -> None:
-    if isinstance(value, Mapping):
-        out.append("{")
-        first = True
-        for name, item in value.items():
-            if not first:
-                out.append(",")
-            first = False
-            out.append(json.dumps(name, ensure_ascii=False))
-            out.append(":")
-            _write(item, out)
-        out.append("}")
-    elif isinstance(value, list | tuple):
-        out.append("[")
-        for index, item in enumerate(value):
-            if index:
-                out.append(",")
-            _write(item, out)
-        out.append("]")
-    elif isinstance(value, RawJSON):
-        out.append(value.text.strip())
-    else:
-        out.append(json.dumps(value, ensure_ascii=False, allow_nan=False))
+# A ``json`` value travels through the C encoder as a string of its text behind a NUL
+# (which no PostgreSQL text or json value holds), then is put back verbatim.
+_RAW_MARK = "\x00"
+_RAW_TOKEN = re.compile(r'"\\u0000((?:[^"\\]|\\.)*)"')
+
+
+def _raw_placeholder(value: object) -> str:
+    if isinstance(value, RawJSON):
+        return _RAW_MARK + value.text.strip()
+    raise TypeError(f"object of type {type(value).__name__} is not JSON serializable")
+
+
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_raw_placeholder
+)
+
+
+def _embed(match: re.Match[str]) -> str:
+    text: str = json.loads(f'"{match.group(1)}"')
+    return text
 
 
 def dumps(value: Any) -> str:
     """Compact JSON of ``value`` (mappings keep their order; ``RawJSON`` is embedded)."""
-    out: list[str] = []
-    _write(value, out)
-    return "".join(out)
+    out = _ENCODER.encode(value)
+    if '"\\u0000' in out:
+        out = _RAW_TOKEN.sub(_embed, out)
+    return out

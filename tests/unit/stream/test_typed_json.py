@@ -92,3 +92,13 @@ def test_rows_keep_column_order_and_keys_key_order() -> None:
     assert dumps(key_object(row, ["c", "b"])) == '{"c":null,"b":2}'
     with pytest.raises(KeyError):
         key_object(row, ["missing"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"q": "a\\"b\\\\c", "u": "é\\u00e9"}', "[1, 2.50e3, null]", '"\\u0000x"', "  7  "],
+)
+def test_json_with_escapes_is_embedded_verbatim(text: str) -> None:
+    out = dumps([RawJSON(text), "\\u0000 looks like a mark", {"k": RawJSON(text)}])
+    assert out == f'[{text.strip()},"\\\\u0000 looks like a mark",{{"k":{text.strip()}}}]'
+    assert json.loads(out)[0] == json.loads(text)
