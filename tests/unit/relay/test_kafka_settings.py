@@ -104,8 +104,21 @@ def test_a_table_topic_data_error_leaves_nothing_on_the_set_topic(
     mutation.operation = stream_pb2.Mutation.INSERT
     mutation.key_columns.append("id")
     mutation.new.columns.add(name="id", value=to_value("int4", "1"))
+    produced: list[str | None] = []
+    monkeypatch.setattr(
+        writer, "_delivered", lambda _error, message: produced.append(message.topic())
+    )
     with pytest.raises(SchemaError, match="is not a legal kafka topic name"):
         writer.push([begin, bad])
     producer = writer._producer
-    assert producer is not None and len(producer) == 0
+    assert producer is not None
+    # Every message still queued is reported (as purged) through the delivery callback.
+    producer.purge(in_queue=True, in_flight=True)
+    producer.flush(0)
+    assert produced == []
+    # The check can see a message: a push that works queues the set topic's Begin.
+    writer.push([begin])
+    producer.purge(in_queue=True, in_flight=True)
+    producer.flush(0)
+    assert produced == ["c.s"]
     writer.reset()
