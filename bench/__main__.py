@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import _stack, apply, capture, latency, relay, snapshot, verify
+from bench import _stack, apply, capture, failover, latency, memory, relay, snapshot, verify
 from bench._modes import MODES, Settings, settings
 from bench._report import Figure, document, render_table
 from pgshovel import sandbox as sandboxes
@@ -34,7 +34,7 @@ from pgshovel.sandbox import SandboxConnection
 logger = logging.getLogger("bench")
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUPS = ("capture", "relay", "latency", "snapshot", "verify", "apply")
+GROUPS = ("capture", "relay", "latency", "failover", "snapshot", "verify", "apply", "memory")
 
 
 def machine_info() -> dict[str, Any]:
@@ -119,6 +119,10 @@ class Suite:
                 lambda: latency.figures(latency.measure(sb, s, wd), s),
                 lambda: latency.figures(latency.LatencyRuns(), s),
             ),
+            "failover": (
+                lambda: failover.figures(failover.measure(sb, s, wd), s),
+                lambda: failover.figures(failover.FailoverRuns(), s),
+            ),
             "snapshot": (
                 lambda: snapshot.figures(snapshot.measure(sb, s, self.spark_session()), s),
                 lambda: snapshot.figures(snapshot.SnapshotRuns(), s),
@@ -130,6 +134,10 @@ class Suite:
             "apply": (
                 lambda: apply.figures(apply.measure(sb, s, wd, self.profile), s),
                 lambda: apply.figures(apply.ApplyRuns(), s),
+            ),
+            "memory": (
+                lambda: memory.figures(memory.measure(sb, s, wd), s),
+                lambda: memory.figures(memory.MemoryRuns(), s),
             ),
         }
         try:

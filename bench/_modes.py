@@ -28,6 +28,8 @@ class Settings:
     latency_seconds: float
     snapshot_rows: int
     apply_mutations: int
+    #: rows of the one source transaction of the memory group
+    memory_rows: int
 
 
 MODES: dict[str, Settings] = {
@@ -44,6 +46,7 @@ MODES: dict[str, Settings] = {
         latency_seconds=30,
         snapshot_rows=1_000_000,
         apply_mutations=200_000,
+        memory_rows=1_000_000,
     ),
     "quick": Settings(
         mode="quick",
@@ -58,6 +61,7 @@ MODES: dict[str, Settings] = {
         latency_seconds=3,
         snapshot_rows=50_000,
         apply_mutations=10_000,
+        memory_rows=100_000,
     ),
 }
 

@@ -8,8 +8,11 @@ and times ``Worker.stream`` (read, validate, handoff filter, COPY into staging
 and a set-based merge, state in the same transaction) until the last batch is
 applied; the target's row count is then checked against the source. The
 baseline times ``COPY ... FROM STDIN (FORMAT binary)`` of the same number of
-rows into a table of the same shape. The worker runs in this process, so its
-CPU seconds and peak RSS are this process's plus its children (Spark's JVM).
+rows into a table of the same shape. A third variant only reads, parses and
+validates the stream (``apply.read_floor``): the part of the apply cost that a
+Python driver decoding one protobuf message per mutation cannot shed. The
+worker runs in this process, so its CPU seconds and peak RSS are this
+process's plus its children (Spark's JVM).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from pgshovel.replication.worker import Worker, read_table_shapes
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape
 from pgshovel.stream.plan import MicroBatchPlan
+from pgshovel.stream.reader import KafkaReader
 from pgshovel.stream.state import WorkerState
+from pgshovel.stream.validation import StreamValidator
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class ApplyRuns:
     copy_rates: list[float] = field(default_factory=list)
     cpu_per_million: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
+    read_rates: list[float] = field(default_factory=list)
     mutations: int = 0
     profile: list[str] = field(default_factory=list)
 
@@ -72,10 +78,11 @@ class CountingTarget(PostgresTarget):
     def done(self) -> bool:
         return self.next_offset >= self.end_offset
 
-    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
-        rows = super().apply(plan, state)
+    def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
+        rows = super().apply(plan, state, commit)
         self.mutations += sum(len(changes.batch.mutations) for changes in plan.batches)
-        self.next_offset = state.next_offset
+        if commit:
+            self.next_offset = state.next_offset
         return rows
 
 
@@ -135,26 +142,30 @@ def worker_run(
     stream: Stream,
     tables: list[TableShape],
     profiler: cProfile.Profile | None = None,
+    set_name: str = SET,
+    target_database: str = TARGET,
+    driver_only: bool = False,
 ) -> tuple[float, int, _proc.Usage]:
-    """Seconds, mutations applied and resource use of one worker pass over the stream."""
+    """Seconds, mutations applied and resource use of one worker pass over the stream
+    (of this process and its children, or with ``driver_only`` of this process alone)."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
-    target = CountingTarget(_stack.create_database(sandbox, TARGET), stream.end)
+    target = CountingTarget(_stack.create_database(sandbox, target_database), stream.end)
     reader = KafkaStream(
-        kafka["bootstrap.servers"], _stack.topic_of(SET), properties, poll_timeout=0.2
+        kafka["bootstrap.servers"], _stack.topic_of(set_name), properties, poll_timeout=0.2
     )
     configuration = ReplicationConfiguration(
         spark=SparkSettings(), loader=PostgresSnapshotLoader(), stream=reader, target=target
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
-    worker = Worker(_stack.CLUSTER, SET, set_configuration, configuration, spark=None)
+    worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=None)
     state = WorkerState("streaming", stream.snapshot, stream.start, tables=tuple(tables))
-    target.open(_stack.CLUSTER, SET)
-    reader.open(_stack.topic_of(SET))
+    target.open(_stack.CLUSTER, set_name)
+    reader.open(_stack.topic_of(set_name))
     try:
         target.begin_snapshot(state.replace(phase="snapshot"))
         target.finish_snapshot(state)
-        pids = _proc.family(os.getpid())
+        pids = [os.getpid()] if driver_only else _proc.family(os.getpid())
         _proc.reset_peak(pids)
         before = _proc.usage(pids)
         started = time.monotonic()
@@ -185,6 +196,31 @@ def worker_run(
         )
     usage = _proc.Usage(after.cpu_seconds - before.cpu_seconds, after.peak_rss)
     return seconds, target.mutations, usage
+
+
+def read_floor_run(sandbox: SandboxConnection, stream: Stream) -> float:
+    """Mutations/s of reading the stream, parsing and validating every message, nothing
+    else: what the worker's driver cannot go below in Python, whatever it applies."""
+    kafka = sandbox.kafka_config()
+    properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
+    reader = KafkaReader(kafka["bootstrap.servers"], _stack.topic_of(SET), properties)
+    validator = StreamValidator()
+    mutations = 0
+    try:
+        reader.seek(stream.start)
+        started = time.monotonic()
+        offset = stream.start - 1
+        while offset < stream.end - 1:
+            messages = reader.read(50_000, 1.0)
+            if not messages:
+                raise RuntimeError(f"the topic ended at offset {offset!r}, before {stream.end!r}")
+            offset = messages[-1][0]
+            for batch in validator.validate(messages):
+                mutations += len(batch.mutations)
+        seconds = time.monotonic() - started
+    finally:
+        reader.close()
+    return mutations / seconds
 
 
 def binary_rows(source: str, rows: int) -> bytes:
@@ -257,8 +293,11 @@ def measure(
     )
     data = binary_rows(stream.source, stream.mutations)
     runs = ApplyRuns(mutations=stream.mutations)
-    for number, variant in schedule(settings.rounds, ["worker", "copy"]):
-        if variant == "worker":
+    for number, variant in schedule(settings.rounds, ["worker", "copy", "read"]):
+        if variant == "read":
+            runs.read_rates.append(read_floor_run(sandbox, stream))
+            rate = runs.read_rates[-1]
+        elif variant == "worker":
             seconds, mutations, usage = worker_run(sandbox, stream, tables)
             if mutations != stream.mutations:
                 raise RuntimeError(
@@ -293,6 +332,15 @@ def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
             baseline_title="binary COPY, same row count",
             goals=(Goal("ratio", ">=", 0.2),),
             details={**details, "profile_tottime_top": runs.profile},
+        ),
+        Figure(
+            key="apply.read_floor",
+            title="read, parse and validate only, nothing applied (mutations/s)",
+            unit="/s",
+            values=runs.read_rates,
+            baseline=runs.copy_rates,
+            baseline_title="binary COPY, same row count",
+            details=details,
         ),
         Figure(
             key="worker.cpu",

@@ -92,9 +92,11 @@ def _sent_us(mutation: stream_pb2.Mutation) -> int | None:
     return None
 
 
-def one_round(dsn: str, kafka: dict[str, str], settings: Settings) -> tuple[list[float], float]:
+def one_round(
+    dsn: str, kafka: dict[str, str], settings: Settings, set_name: str = SET
+) -> tuple[list[float], float]:
     """Latencies (ms) of one round after its warm-up, and the offered rate achieved."""
-    topic = _stack.topic_of(SET)
+    topic = _stack.topic_of(set_name)
     consumer = Consumer(
         {
             **kafka,

@@ -167,6 +167,11 @@ class StreamWriter(Protocol):
         """Deliver what is still pending and release the connection."""
         ...
 
+    def last_committed_begin(self) -> stream_pb2.Message | None:
+        """The Begin of the last batch the stream holds whole (None: none yet); the relay
+        checks after connecting that its source knows that batch's end tick."""
+        ...
+
 
 @runtime_checkable
 class SourceReader(Protocol):
@@ -204,12 +209,20 @@ class TableLoadReport:
 
 @dataclass(frozen=True)
 class MicroBatch:
-    """Whole committed batches read from the stream, in order."""
+    """Whole committed batches read from the stream, in order — or one part of a batch too
+    large to hold whole (``batches[0].complete`` False; see ``CommittedBatch``).
+
+    A consumer applies a part without committing it, keeps applying the following
+    parts in the same target transaction, and commits with the batch's last part
+    (the first batch of a later micro-batch). ``abandon`` says that the batch whose
+    parts it applied ended without Commit: discard them, then apply ``batches``.
+    """
 
     batches: tuple[CommittedBatch, ...]
     messages: int
     #: messages between the last one read and the topic's end when it was read
     lag: int
+    abandon: bool = False
 
 
 @runtime_checkable
@@ -322,7 +335,12 @@ class Target(Protocol):
 
     Commit order: ``apply`` writes the batches' effect and ``state`` in one
     atomic step, so the stored state always names exactly the last batch
-    applied; nothing else stores a stream position.
+    applied; nothing else stores a stream position. A batch too large to hold
+    whole is applied part by part with ``commit=False`` (the effect stays
+    uncommitted: an open transaction, files no state refers to yet), then its
+    last part with ``commit=True`` commits everything with ``state``; while parts
+    are uncommitted the worker calls nothing but ``apply``, ``abandon`` and
+    ``close`` (which discards them too).
     """
 
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
@@ -342,10 +360,17 @@ class Target(Protocol):
         """Record that the snapshot is complete; streaming resumes from ``state``."""
         ...
 
-    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
+    def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
         """Apply a micro-batch's steps in order and store ``state`` atomically; return the
         rows written. Mutations of a ``Segment`` are applied with their run's table shape; a
-        ``SchemaStep`` creates, alters, drops or leaves a table (see ``pgshovel.stream.plan``)."""
+        ``SchemaStep`` creates, alters, drops or leaves a table (see ``pgshovel.stream.plan``).
+        With ``commit`` False (a part of a batch) the effect is left uncommitted and
+        ``state`` is not stored; the next ``apply`` continues from it."""
+        ...
+
+    def abandon(self) -> None:
+        """Discard the effect of the uncommitted applies (a batch that rolled back after
+        some of its parts were applied); the target is as the last commit left it."""
         ...
 
     def can_alter_type(self, old: Column, new: Column) -> bool:

@@ -29,6 +29,7 @@ COMMANDS: list[tuple[str, click.Command, list[str]]] = [
     ("pgshovel-admin", admin, ["cluster", "secure"]),
     ("pgshovel-admin", admin, ["set", "create"]),
     ("pgshovel-admin", admin, ["set", "update"]),
+    ("pgshovel-admin", admin, ["set", "failover"]),
     ("pgshovel-admin", admin, ["set", "drop"]),
     ("pgshovel-admin", admin, ["set", "list"]),
     ("pgshovel-admin", admin, ["set", "inspect"]),
@@ -41,6 +42,8 @@ COMMANDS: list[tuple[str, click.Command, list[str]]] = [
     ("pgshovel-sandbox", sandbox, ["down"]),
     ("pgshovel-sandbox", sandbox, ["status"]),
     ("pgshovel-sandbox", sandbox, ["env"]),
+    ("pgshovel-sandbox", sandbox, ["standby"]),
+    ("pgshovel-sandbox", sandbox, ["promote"]),
 ]
 
 

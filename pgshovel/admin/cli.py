@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
-from pgshovel.admin import acls, catalog, grants, inspect, planning, tail
+from pgshovel.admin import acls, catalog, failover, grants, inspect, planning, tail
 from pgshovel.admin import requests as admin_requests
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, render
@@ -23,6 +23,7 @@ from pgshovel.admin.twophase import execute
 from pgshovel.cluster import names, requests, security, zookeeper
 from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
+from pgshovel.errors import ConfigurationError
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
@@ -150,6 +151,87 @@ set_create = set_group.command("create")(
 set_update = set_group.command("update")(
     _set_from_file(planning.plan_set_update, "Change set NAME to the configuration in FILE.")
 )
+
+
+@set_group.command("failover")
+@click.argument("name")
+@click.option(
+    "--to",
+    "new_dsn",
+    required=True,
+    metavar="DSN",
+    help="The promoted standby of the set's database (or the standby to promote: --promote).",
+)
+@click.option(
+    "--promote",
+    is_flag=True,
+    help="DSN is still a standby: move the relay off the old primary, wait until the standby "
+    "replayed everything, then promote it. Stop writes to the old primary first.",
+)
+@click.option(
+    "--accept-divergence",
+    is_flag=True,
+    help="The relay reported that the stream holds batches DSN never received: give DSN a new "
+    "node id so its batches are not taken for those; then run 'set verify --repair'.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait for the relay to leave, the standby to catch up, the promotion.",
+)
+@dry_run_option
+@click.pass_obj
+def set_failover(
+    options: GlobalOptions,
+    name: str,
+    new_dsn: str,
+    promote: bool,
+    accept_divergence: bool,
+    timeout: float,
+    dry_run: bool,
+) -> None:
+    """Move set NAME to DSN, a physical standby of its database (see README "Source failover").
+
+    Capture goes on there with the same queue, node id and batch ids; the relay
+    and the worker follow without a restart.
+    """
+    names.validate_set_name(name)
+    with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
+        context = planning.Context(
+            options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
+        )
+        old_dsn = context.store.read_set(name).value.database.dsn
+        if failover.identity(context, name, new_dsn):
+            if not promote:
+                raise ConfigurationError(
+                    "the new database is a standby in recovery: pass --promote (after stopping "
+                    "writes to the old primary) or promote it first"
+                )
+            if dry_run:
+                click.echo(
+                    "plan: point the set at the standby, wait for its relay to leave the old "
+                    "primary and for the standby to replay the old primary's WAL, promote it, "
+                    "then re-install the set's triggers there (nothing was changed)"
+                )
+                return
+            failover.promote(
+                context,
+                name,
+                new_dsn,
+                timeout,
+                moved=lambda: failover.point_at(client, context, name, new_dsn),
+            )
+        plan = failover.plan_failover(context, name, new_dsn, old_dsn, accept_divergence)
+        if dry_run:
+            click.echo(
+                render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn)))
+            )
+            click.echo("dry run: nothing was changed")
+            return
+        execute(plan, connections, client)
+        click.echo(f"done: {plan.summary}")
 
 
 @set_group.command("drop")

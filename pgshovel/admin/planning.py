@@ -9,9 +9,11 @@ into ZooKeeper, so a DSN with a password is refused before anything is read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg2 import sql
 from psycopg2.extensions import connection
 
 import pgshovel
@@ -162,13 +164,26 @@ def _same_database(context: Context, old_dsn: str, new_dsn: str) -> None:
         )
 
 
-def plan_set_update(context: Context, set_name: str, configuration: SetConfiguration) -> Plan:
-    """Reinstall a set's triggers for its new configuration; remove those of dropped tables."""
+def plan_set_update(
+    context: Context,
+    set_name: str,
+    configuration: SetConfiguration,
+    *,
+    identity_checked: bool = False,
+    extra: Sequence[sql.Composable] = (),
+    summary: str = "",
+) -> Plan:
+    """Reinstall a set's triggers for its new configuration; remove those of dropped tables.
+
+    A new DSN must reach the same database (node id), unless the caller checked
+    that already (``set failover``, whose old primary may be gone); ``extra``
+    statements run last in the same transaction."""
     refuse_password(set_name, configuration.database.dsn)
     cluster_node = context.store.read_cluster()
     current = context.store.read_set(set_name)
     dsn = configuration.database.dsn
-    _same_database(context, current.value.database.dsn, dsn)
+    if not identity_checked:
+        _same_database(context, current.value.database.dsn, dsn)
     conn = context.connections.get(dsn)
     hstore = _hstore_schema(conn, dsn)
     tables = _resolve_tables(conn, configuration)
@@ -200,8 +215,10 @@ def plan_set_update(context: Context, set_name: str, configuration: SetConfigura
                 context.cluster, set_name, table.schema, table.name, "pgshovel set update"
             )
         )
+    statements += extra
     return Plan(
-        summary=(
+        summary=summary
+        or (
             f"update set {set_name!r} in cluster {context.cluster!r} "
             f"from version {set_version(current.value)} to {version}"
         ),

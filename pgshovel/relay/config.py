@@ -14,6 +14,8 @@ max_backoff: 30.0          # longest wait between retries of a transient fault
 metrics_port: null         # serve Prometheus metrics on 127.0.0.1:<port> when set
 metrics_host: 127.0.0.1
 source_connection: ""      # libpq keywords added to the set's dsn (user=pgshovel_relay ...)
+standbys: []               # failover-safe publishing: standbys (application_name) that must
+                           # have replayed a batch before it is published
 ```
 
 The Kafka writer may also publish one topic per table (see ``TableTopics`` and
@@ -93,6 +95,9 @@ class RelayConfiguration(settings.Settings):
     metrics_host: str = "127.0.0.1"
     #: libpq keywords that replace or extend the set's dsn for this relay (its own role)
     source_connection: SourceConnection = SecretStr("")
+    #: failover-safe publishing: application_names of physical standbys that must have
+    #: replayed a batch before it is published (pgshovel.relay.failover)
+    standbys: tuple[settings.NonEmptyText, ...] = ()
 
 
 def parse(document: Any, source: str) -> RelayConfiguration:

@@ -47,7 +47,8 @@ from pgshovel.relay.table_snapshot import read_table
 from pgshovel.relay.table_topics import Record, TableTopicTranslator
 from pgshovel.settings import NonEmptyText, PositiveSeconds
 from pgshovel.stream.handoff import Snapshot, is_visible, parse_txid_snapshot
-from pgshovel.stream.reader import partition_mismatch
+from pgshovel.stream.last_batch import last_committed_begin
+from pgshovel.stream.reader import KafkaReader, partition_mismatch
 from pgshovel.stream.typed_json import dumps
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ class KafkaWriter:
         self._bootstrap_servers = bootstrap_servers
         self._properties = dict(properties or {})
         self._settings = producer_settings(bootstrap_servers, self._properties)
+        self._reader_settings = (bootstrap_servers, self._properties)
         self._producer: Producer | None = None
         self._failure: KafkaError | None = None
         self._bytes = 0
@@ -532,6 +534,18 @@ class KafkaWriter:
         self._failure = None
         self._pending = 0
         self._ready_topics.clear()
+
+    def last_committed_begin(self) -> stream_pb2.Message | None:
+        if self.topic is None:
+            raise ProgrammingError("kafka writer has no topic: bind() was not called")
+        if not self.set_topic:
+            return None  # no set topic is written: there is no stream to check against
+        bootstrap_servers, properties = self._reader_settings
+        reader = KafkaReader(bootstrap_servers, self.topic, properties, timeout=self.flush_timeout)
+        try:
+            return last_committed_begin(reader)
+        finally:
+            reader.close()
 
     def close(self) -> None:
         if self._producer is not None:

@@ -29,6 +29,12 @@ CONSUMER = names.CONSUMER
 APPLICATION_NAME = "pgshovel-relay"
 
 
+def application_name(queue: str) -> str:
+    """How a relay's sessions on ``queue`` name themselves (``set failover`` waits for them
+    to leave the old primary); PostgreSQL keeps 63 bytes of it."""
+    return f"{APPLICATION_NAME} {queue}"[:63]
+
+
 class PgqQueue:
     """One set's PgQ queue, consumed as ``pgshovel`` (a ``QueueReader``)."""
 
@@ -45,12 +51,12 @@ class PgqQueue:
     def connection(self) -> psycopg2.extensions.connection:
         """The batch connection (transactional), opened on first use."""
         if self._batches is None or self._batches.closed:
-            self._batches = connect(self._dsn, APPLICATION_NAME)
+            self._batches = connect(self._dsn, application_name(self.queue))
         return self._batches
 
     def _ticker_connection(self) -> psycopg2.extensions.connection:
         if self._ticker is None or self._ticker.closed:
-            self._ticker = connect(self._dsn, APPLICATION_NAME, autocommit=True)
+            self._ticker = connect(self._dsn, application_name(self.queue), autocommit=True)
         return self._ticker
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
 from pgshovel.errors import BrokerUnavailable, LeadershipLost, PgshovelError
@@ -46,6 +46,10 @@ class SetState:
 
     version: str
     exists: bool = True
+    #: the set's database (``set failover`` changes it)
+    dsn: str = ""
+    #: set when ``dsn`` changed: the relay leaves the old database at the next batch boundary
+    moved: threading.Event = field(default_factory=threading.Event)
 
 
 def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
@@ -222,20 +226,24 @@ def lead(
     lost: threading.Event,
     poll_interval: float,
     on_success: Callable[[], None],
+    before_publish: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Publish batches until asked to stop, leadership is lost, or the set is dropped.
+    """Publish batches until asked to stop, leadership is lost, the set is dropped or
+    moved to another database.
 
     Any failure propagates (the caller's error policy decides); ``on_success``
-    is called after every step that went through.
+    is called after every step that went through. ``before_publish`` runs once a
+    batch is taken (failover-safe publishing waits there); False abandons it.
     """
-    while not stop.is_set() and not lost.is_set() and publisher.state.exists:
+    state = publisher.state
+    while not stop.is_set() and not lost.is_set() and state.exists and not state.moved.is_set():
         pacer.maybe_tick()
         batch = publisher.queue.next_batch()
         if batch is None:
             on_success()
             stop.wait(poll_interval)
             continue
-        if lost.is_set():
+        if lost.is_set() or not before_publish():
             publisher.queue.abandon()
             break
         publisher.publish(batch)

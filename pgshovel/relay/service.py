@@ -14,6 +14,7 @@ second SIGINT exits at once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -25,7 +26,7 @@ from kazoo.client import KazooClient
 from pgshovel._signals import StopRequest
 from pgshovel.abc import SourceReader, StreamWriter
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import stored_password_warning
+from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
 from pgshovel.cluster.versions import set_version
 from pgshovel.cluster.zookeeper import ClusterStore, start_client
 from pgshovel.errors import LeadershipLost, PgshovelError
@@ -35,6 +36,7 @@ from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
 from pgshovel.relay.events import EventDecoder
+from pgshovel.relay.failover import StandbyGate, check_stream_known, require_primary
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
@@ -104,7 +106,7 @@ class Relay:
         configuration = store.read_set(self.set_name).value
         if warning := stored_password_warning(self.set_name, configuration.database.dsn):
             logger.warning("%s", warning)
-        state = SetState(version=set_version(configuration))
+        state = SetState(version=set_version(configuration), dsn=configuration.database.dsn)
 
         def on_change(data: bytes | None, _stat: Any) -> bool:
             if data is None:
@@ -119,6 +121,15 @@ class Relay:
                     "set %r changed: version %s -> %s", self.set_name, state.version, version
                 )
                 state.version = version
+            if updated.database.dsn != state.dsn:
+                logger.warning(
+                    "set %r moved to database %r: leaving %r at the next batch boundary",
+                    self.set_name,
+                    mask_dsn(updated.database.dsn),
+                    mask_dsn(state.dsn),
+                )
+                state.dsn = updated.database.dsn
+                state.moved.set()
             return True
 
         zookeeper.DataWatch(names.set_path(self.cluster, self.set_name), on_change)
@@ -171,17 +182,25 @@ class Relay:
         """Publish while leading; every failure goes through the error policy."""
         settings = self.configuration
         queue_name = names.queue_name(self.cluster, self.set_name)
+        gate = StandbyGate(settings.standbys)
         while not self.stop.is_set() and not leadership.lost.is_set() and state.exists:
-            dsn = source_dsn(
-                configuration.database.dsn, settings.source_connection.get_secret_value()
-            )
+            state.moved.clear()
+            dsn = source_dsn(state.dsn, settings.source_connection.get_secret_value())
             queue = PgqQueue(dsn, queue_name, settings.fetch_size)
             try:
+                require_primary(queue.connection, state.dsn)
                 queue.check()
                 queue.configure_ticker(settings.tick_interval, settings.batch_max_events)
                 with translating("reading the node id"):
                     node = read_node_id(queue.connection, self.cluster)
                     queue.connection.commit()
+                check_stream_known(
+                    queue.connection,
+                    queue_name,
+                    node,
+                    writer.last_committed_begin(),
+                    self.set_name,
+                )
                 if isinstance(writer, SourceReader):
                     writer.attach_source(dsn, configuration)
                 publisher = BatchPublisher(
@@ -201,6 +220,7 @@ class Relay:
                     leadership.lost,
                     settings.poll_interval,
                     policy.succeeded,
+                    functools.partial(gate.wait, queue.connection, self.stop),
                 )
             except LeadershipLost:
                 return

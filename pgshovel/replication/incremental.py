@@ -144,6 +144,11 @@ class IncrementalSnapshots:
     def busy(self) -> bool:
         return bool(self._flights)
 
+    @property
+    def tables_in_flight(self) -> set[tuple[str, str]]:
+        """The tables a chunk is being read of (whose changed keys ``after`` needs)."""
+        return {flight.chunk.key_range.table.identity for flight in self._flights.values()}
+
     # -- tasks -------------------------------------------------------------------
 
     def with_tasks_of(self, plan: MicroBatchPlan, state: WorkerState) -> WorkerState:

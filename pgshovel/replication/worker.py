@@ -10,7 +10,12 @@ Order of effects, which crash safety rests on:
 3. for each micro-batch: drop mutations the snapshot already holds (handoff),
    then apply the batches and store the position of the last Commit in the
    same target transaction. Nothing is acknowledged anywhere else: the Kafka
-   position lives only in the target.
+   position lives only in the target. A source transaction too large to hold
+   (more than the stream's ``part_mutations``) arrives in parts: each is
+   applied in the one open target transaction without storing anything, and
+   the batch's last part commits them all with its position; a batch that rolls
+   back instead (a relay that died mid-batch) has its parts discarded
+   (``Target.abandon``), and no other duty runs while parts are open.
 
 ``should_stop`` is checked between micro-batches, so a stop request ends the
 worker after the current micro-batch is applied. A transient failure anywhere
@@ -19,15 +24,21 @@ starts over from 1 after a backoff; the stored state makes that exact.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import KazooException
+
 from pgshovel.abc import TableLoadReport, Target
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import stored_password_warning
-from pgshovel.errors import PgshovelError
+from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
+from pgshovel.cluster.zookeeper import ClusterStore
+from pgshovel.cluster.zookeeper import connect as connect_zookeeper
+from pgshovel.errors import CoordinatorUnavailable, DatabaseUnavailable, PgshovelError
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.protocol.stream_pb2 import SchemaChange
@@ -40,7 +51,13 @@ from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.status import StatusBoard
 from pgshovel.source import TableShape, connect, with_source_connection
 from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
-from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, plan_micro_batch
+from pgshovel.stream.plan import (
+    BatchChanges,
+    MicroBatchPlan,
+    SchemaStep,
+    join_parts,
+    plan_micro_batch,
+)
 from pgshovel.stream.state import SnapshotTask, WorkerState
 
 logger = logging.getLogger(__name__)
@@ -95,6 +112,9 @@ class Worker:
         #: the last state stored in the target (None until known)
         self.state: WorkerState | None = None
         self.metrics = WorkerMetrics()
+        #: the set's database as ZooKeeper last said, and whether it changed since
+        self._set_dsn = set_configuration.database.dsn
+        self._moved = threading.Event()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> WorkerState | None:
         """Load if needed and stream until ``should_stop()``; return the last stored state.
@@ -118,6 +138,8 @@ class Worker:
     ) -> WorkerState | None:
         stream = self.configuration.stream
         target = self.configuration.target
+        if self.zookeeper_hosts is not None:
+            self._follow_set(self.zookeeper_hosts)
         stream.open(names.topic_name(self.cluster, self.set_name))
         desk = (
             None
@@ -136,6 +158,8 @@ class Worker:
             else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
         )
         snapshots = self._incremental(target, desk)
+        if desk is not None:
+            self._watch_set(desk)
         try:
             state = target.open(self.cluster, self.set_name)
             on_success()
@@ -162,6 +186,43 @@ class Worker:
                 desk.close()
             stream.close()
             target.close()
+
+    def _follow_set(self, zookeeper_hosts: str) -> None:
+        """Read the set's database from ZooKeeper now (``set failover`` may have moved it)
+        and watch it: a move restarts the worker's connections at the next micro-batch."""
+        try:
+            with connect_zookeeper(zookeeper_hosts) as client:
+                current = ClusterStore(client, self.cluster).read_set(self.set_name).value
+        except (CoordinatorUnavailable, KazooException) as error:
+            logger.warning(
+                "cannot read set %r from zookeeper (%s): keeping database %r",
+                self.set_name,
+                error,
+                mask_dsn(self._set_dsn),
+            )
+            return
+        dsn = current.database.dsn
+        if dsn != self._set_dsn:
+            if self._set_dsn:
+                logger.warning("set %r moved to database %r", self.set_name, mask_dsn(dsn))
+            self._set_dsn = dsn
+            self.set_configuration = with_source_connection(
+                current, self.configuration.source_connection
+            )
+        self._moved.clear()
+
+    def _watch_set(self, desk: RequestDesk) -> None:
+        def on_change(data: bytes | None, _stat: object) -> bool:
+            if data is not None:
+                updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
+                if updated.database.dsn != self._set_dsn:
+                    self._moved.set()
+            return True
+
+        try:
+            desk.zookeeper().DataWatch(names.set_path(self.cluster, self.set_name), on_change)
+        except (CoordinatorUnavailable, KazooException) as error:
+            logger.warning("cannot watch set %r in zookeeper: %s", self.set_name, error)
 
     def _incremental(self, target: Target, desk: RequestDesk | None) -> IncrementalSnapshots:
         settings = self.configuration.snapshots
@@ -230,10 +291,23 @@ class Worker:
         metrics = self.metrics
         metrics.streaming = True
         metrics.state = state
+        #: the changes of a batch whose parts are applied but not committed
+        parts: list[BatchChanges] = []
+        in_parts = 0
+        committed = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
+            if self._moved.is_set() and not parts:
+                raise DatabaseUnavailable(
+                    f"set {self.set_name!r} moved to another database: reconnecting there"
+                )
+            if micro_batch.abandon and parts:
+                state = self._abandon(parts, committed)
+                parts, in_parts = [], 0
+            if parts and not micro_batch.batches:
+                continue  # no other duty while a batch's parts are uncommitted
             if not micro_batch.batches:
                 # Idle: take requests, start and finish incremental snapshot chunks.
-                state = self.state = self._duties(state, None, snapshots, desk)
+                state = self.state = committed = self._duties(state, None, snapshots, desk)
                 metrics.idle(state, micro_batch.lag)
                 if board is not None:
                     board.publish(metrics)
@@ -250,6 +324,10 @@ class Worker:
                 key_text=key_text,
             )
             self._report_broken(plan, state)
+            if not batches[-1].complete:
+                state = self._apply_part(plan, state, snapshots, parts)
+                in_parts += len(batches[-1].mutations)
+                continue
             state = state.replace(
                 position=batches[-1].position, tables=plan.tables, broken=plan.broken
             )
@@ -257,11 +335,18 @@ class Worker:
                 state = snapshots.with_tasks_of(plan, state)
             rows = target.apply(plan, state)
             self.state = state
+            if parts:
+                # The batch that came in parts counts whole for incremental snapshots.
+                flying = set() if snapshots is None else snapshots.tables_in_flight
+                joined = join_parts([*parts, plan.batches[0]], flying)
+                plan = dataclasses.replace(plan, batches=(joined, *plan.batches[1:]))
+                parts = []
             on_success()
-            mutations = sum(len(batch.mutations) for batch in batches)
+            mutations = sum(len(batch.mutations) for batch in batches) + in_parts
+            in_parts = 0
             lag = metrics.applied(len(batches), mutations, rows, state)
             metrics.lag_messages = micro_batch.lag
-            state = self.state = self._duties(state, plan, snapshots, desk)
+            state = self.state = committed = self._duties(state, plan, snapshots, desk)
             metrics.state = state
             if board is not None:
                 board.publish(metrics)
@@ -278,6 +363,50 @@ class Worker:
                 lag,
                 micro_batch.lag,
             )
+        if parts:
+            logger.info(
+                "stopping with %d part(s) of batch %d uncommitted: the next start applies the "
+                "batch again",
+                len(parts),
+                parts[-1].batch.batch_id,
+            )
+        return committed
+
+    def _abandon(self, parts: list[BatchChanges], committed: WorkerState) -> WorkerState:
+        """The batch whose parts were applied rolled back: discard them, back to ``committed``."""
+        self.configuration.target.abandon()
+        logger.warning(
+            "batch %d ended without commit after %d part(s) of it were applied uncommitted "
+            "(a relay stopped mid-batch and sends it again): they are discarded",
+            parts[-1].batch.batch_id,
+            len(parts),
+        )
+        return committed
+
+    def _apply_part(
+        self,
+        plan: MicroBatchPlan,
+        state: WorkerState,
+        snapshots: IncrementalSnapshots | None,
+        parts: list[BatchChanges],
+    ) -> WorkerState:
+        """Apply a part of a batch uncommitted; keep what incremental snapshots need of it."""
+        state = state.replace(tables=plan.tables, broken=plan.broken)
+        if snapshots is not None:
+            state = snapshots.with_tasks_of(plan, state)
+        started = time.monotonic()
+        rows = self.configuration.target.apply(plan, state, commit=False)
+        changes = plan.batches[-1]
+        flying = set() if snapshots is None else snapshots.tables_in_flight
+        parts.append(changes.settled(flying))
+        logger.info(
+            "applied part %d of batch %d uncommitted: %d mutation(s), %d row(s) in %.3fs",
+            len(parts),
+            changes.batch.batch_id,
+            len(changes.batch.mutations),
+            rows,
+            time.monotonic() - started,
+        )
         return state
 
     @staticmethod

@@ -6,7 +6,9 @@ in ``<state_dir>/sandbox.json`` (a :class:`SandboxConnection`); ``stop`` ends th
 by PID (``terminate`` does so from a record held in memory) and ``load`` reads
 the record back; ``status`` tells which still run; ``remember`` records a
 directory as the sandbox ``pgshovel-sandbox`` commands use when run elsewhere
-(see :mod:`pgshovel.sandbox._locate`). Logs land in ``postgres.log``,
+(see :mod:`pgshovel.sandbox._locate`); ``start_server`` adds a physical
+standby of it (or a separate primary to fail over, see
+:mod:`pgshovel.sandbox._servers`). Logs land in ``postgres.log``,
 ``zookeeper.log`` and ``kafka.log`` in the state directory. Kafka's jars come from
 ``$KAFKA_HOME/libs`` when ``KAFKA_HOME`` is set, else from the project's
 ``.deps/kafka/libs`` (``make kafka``); ZooKeeper's from Debian's
@@ -21,19 +23,23 @@ from pgshovel.sandbox._children import ChildProcess
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
 from pgshovel.sandbox._locate import remember
+from pgshovel.sandbox._servers import Server, start_server, stop_server
 from pgshovel.sandbox._startup import restart_postgres, start_kafka, stop_kafka
 
 __all__ = [
     "ChildProcess",
     "SandboxConnection",
+    "Server",
     "ServiceStatus",
     "load",
     "remember",
     "restart_postgres",
     "start",
     "start_kafka",
+    "start_server",
     "status",
     "stop",
     "stop_kafka",
+    "stop_server",
     "terminate",
 ]

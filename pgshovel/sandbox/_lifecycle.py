@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _postgres, _process, _startup, _state
+from pgshovel.sandbox import _postgres, _process, _servers, _startup, _state
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._plan import SERVICES, ProcessState
 
@@ -81,6 +81,7 @@ def stop(state_dir: Path, purge: bool = False) -> None:
         return
     with _state.locked(state_dir):
         previous = _load_quietly(state_dir)
+        _servers.stop_all(state_dir)
         _stop_recorded(state_dir, previous)
         if purge:
             _postgres.purge(_state.location(state_dir, previous), state_dir)
@@ -95,6 +96,8 @@ def terminate(connection: SandboxConnection) -> None:
     have deleted the directory, and with it ``sandbox.json`` and the PID files.
     """
     state_dir = Path(connection.state_dir)
+    if state_dir.is_dir():
+        _servers.stop_all(state_dir)
     location = _state.location(state_dir, connection)
     recorded = {service: {pid} for service, pid in connection.pids.items()}
     _state.stop_pids(state_dir, location, recorded)

@@ -16,7 +16,7 @@ import click
 
 from pgshovel import _cli
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _lifecycle, _locate
+from pgshovel.sandbox import _lifecycle, _locate, _servers
 from pgshovel.sandbox._connection import shell_exports
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -129,6 +129,34 @@ def env(state_dir: Path | None) -> None:
             "start it with 'pgshovel-sandbox up'"
         )
     click.echo(shell_exports(_lifecycle.load(state_dir).environment()), nl=False)
+
+
+@sandbox.command()
+@existing_state_dir
+@click.option("--name", default="standby", show_default=True, help="The standby's name.")
+def standby(state_dir: Path | None, name: str) -> None:
+    """Start a streaming physical standby of the sandbox's PostgreSQL (pg_basebackup).
+
+    It runs on a free port beside the sandbox, with application_name NAME (what
+    a relay's standbys: setting names), until 'promote' or 'down'.
+    """
+    state_dir = _locate.for_existing(state_dir)
+    primary = _lifecycle.load(state_dir)
+    server = _servers.start_server(state_dir, name, primary_port=primary.ports["postgres"])
+    click.echo(f"standby {name!r} running: {server.dsn()}")
+
+
+@sandbox.command()
+@existing_state_dir
+@click.option("--name", default="standby", show_default=True, help="The standby to promote.")
+def promote(state_dir: Path | None, name: str) -> None:
+    """Promote a standby started by 'standby': it leaves recovery and accepts writes."""
+    state_dir = _locate.for_existing(state_dir)
+    server = _servers.servers(state_dir).get(name)
+    if server is None:
+        raise SandboxError(f"no standby named {name!r}: start one with 'pgshovel-sandbox standby'")
+    server.promote()
+    click.echo(f"{name!r} promoted: {server.dsn()}")
 
 
 def main() -> None:

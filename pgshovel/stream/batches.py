@@ -38,7 +38,15 @@ Marker = tuple[int, "stream_pb2.SchemaChange | stream_pb2.Watermark"]
 
 @dataclass(frozen=True)
 class CommittedBatch:
-    """One PgQ batch that reached Commit: its Begin, its mutations and markers in order."""
+    """One PgQ batch that reached Commit: its Begin, its mutations and markers in order.
+
+    A batch larger than a reader holds at once comes in parts (see
+    ``StreamValidator.take_part``): every part but the last has ``complete``
+    False, is the next run of the batch's mutations and markers, and its
+    ``position`` is that of its last message — what a consumer must never
+    store, since the batch may still roll back. The last part (``complete``)
+    carries the batch's remaining mutations and the position of its Commit.
+    """
 
     node: bytes
     batch_id: int
@@ -48,3 +56,5 @@ class CommittedBatch:
     position: StreamPosition
     #: schema changes and watermarks, each after the first ``n`` mutations (``(n, operation)``)
     markers: tuple[Marker, ...] = ()
+    #: False for a part of a batch whose Commit is still to come
+    complete: bool = True

@@ -14,7 +14,8 @@ asked: planning itself reads no values).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -80,13 +81,32 @@ class BatchChanges:
     #: the batch's row mutations with their table's shape at that point, in order
     touched: tuple[tuple[TableShape, stream_pb2.Mutation], ...] = ()
     key_text: KeyText | None = None
+    #: the keys, read already (a part of a batch kept after its mutations were let go)
+    known_keys: dict[tuple[str, str], set[tuple[str | None, ...]]] | None = None
 
     @cached_property
     def keys(self) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
         """table -> key values (text) of every row a mutation of the batch touched."""
+        if self.known_keys is not None:
+            return self.known_keys
+        return self._read_keys(None)
+
+    def keys_of(
+        self, tables: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
+        """``keys`` of ``tables`` only (the rows of other tables are not read)."""
+        if self.known_keys is not None or "keys" in self.__dict__:
+            return {name: touched for name, touched in self.keys.items() if name in tables}
+        return self._read_keys(tables)
+
+    def _read_keys(
+        self, tables: Collection[tuple[str, str]] | None
+    ) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
         keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
         key_text = self.key_text
         for table, mutation in self.touched:
+            if tables is not None and table.identity not in tables:
+                continue
             touched = keys.setdefault(table.identity, set())
             if key_text is None:
                 continue
@@ -95,6 +115,35 @@ class BatchChanges:
                 if key is not None:
                     touched.add(key)
         return keys
+
+    def settled(self, tables: Collection[tuple[str, str]]) -> BatchChanges:
+        """These changes without the mutations (a part of a batch, applied but kept until
+        the batch commits): the keys of ``tables`` are read now, the others dropped."""
+        keys = self.keys_of(tables)
+        return BatchChanges(
+            dataclasses.replace(self.batch, mutations=(), markers=()),
+            self.whole,
+            self.watermarks,
+            known_keys=keys,
+        )
+
+
+def join_parts(parts: Sequence[BatchChanges], tables: Collection[tuple[str, str]]) -> BatchChanges:
+    """The changes of one batch applied in parts, as if it had come whole (an incremental
+    snapshot counts a batch's changes whole: see ``pgshovel.replication.incremental``),
+    with the keys of ``tables``."""
+    keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
+    whole: set[tuple[str, str]] = set()
+    for part in parts:
+        whole |= part.whole
+        for name, touched in part.keys_of(tables).items():
+            keys.setdefault(name, set()).update(touched)
+    return BatchChanges(
+        parts[-1].batch,
+        whole,
+        tuple(mark for part in parts for mark in part.watermarks),
+        known_keys=keys,
+    )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ takes over, must start at sequence 0, and the previous publisher's open batch is
 discarded. Then the transition table, keyed by (state, operation), checks the
 framing Begin, Mutation*, Commit | Rollback, and recognises re-sent batches (a
 PgQ batch id at or below the last one committed for its node) so that they are
-consumed but never emitted twice. A validator started without a position (a
+consumed but never emitted twice. A batch too large to hold whole is handed over
+in parts (``take_part``) as it arrives; if it then rolls back or its publisher is
+replaced, ``take_abandoned`` tells the consumer to discard the parts it applied
+(it applies them uncommitted until the last part). A validator started without a position (a
 reader joining mid-topic) trusts the first publisher it sees and skips the tail
 of the batch in progress until the first Begin: that tail's transactions were
 committed before the reader chose its start offset, so the snapshot it loaded
@@ -61,6 +64,10 @@ class ValidatorStatistics:
     #: open batches discarded because a new publisher took over
     batches_abandoned: int = 0
     resent_batches_skipped: int = 0
+    #: parts of open batches handed over before their Commit (see ``take_part``)
+    parts_taken: int = 0
+    #: open batches with parts handed over that rolled back or were abandoned
+    parts_abandoned: int = 0
 
 
 def _uuid_text(value: bytes) -> str:
@@ -83,6 +90,11 @@ class StreamValidator:
         self._begin: stream_pb2.Begin | None = None
         self._mutations: list[stream_pb2.Mutation] = []
         self._markers: list[Marker] = []
+        #: offset of the last message of the open batch
+        self._last_offset = -1
+        #: parts of the open batch handed over; its end must be reported (take_abandoned)
+        self._parts_out = False
+        self._abandoned = False
         if position is None:
             self._state = State.SYNCHRONIZING
             self._publisher: bytes | None = None
@@ -167,6 +179,45 @@ class StreamValidator:
             )
         return handler(self, offset, message)
 
+    def take_part(self, at_least: int) -> CommittedBatch | None:
+        """The open batch's mutations and markers received so far, if at least ``at_least``
+        mutations, as an incomplete part (``complete`` False); they are no longer held here.
+
+        The consumer applies the part without committing it: the batch may still roll
+        back, and then ``take_abandoned`` says so.
+        """
+        if self._state is not State.OPEN or len(self._mutations) < max(at_least, 1):
+            return None
+        begin = self._begin
+        if begin is None or self._publisher is None:  # pragma: no cover - OPEN has both
+            return None
+        part = CommittedBatch(
+            node=self._batch_node,
+            batch_id=self._batch_id,
+            begin=begin,
+            mutations=tuple(self._mutations),
+            markers=tuple(self._markers),
+            position=StreamPosition(
+                offset=self._last_offset,
+                publisher=self._publisher,
+                sequence=self._sequence,
+                epoch=self._epoch,
+                committed=tuple(self._committed.items()),
+            ),
+            complete=False,
+        )
+        self._mutations = []
+        self._markers = []
+        self._parts_out = True
+        self.statistics.parts_taken += 1
+        return part
+
+    def take_abandoned(self) -> bool:
+        """Whether a batch with parts handed over ended without Commit since the last call
+        (rolled back, or abandoned by its publisher): discard what its parts did."""
+        abandoned, self._abandoned = self._abandoned, False
+        return abandoned
+
     # Publisher changes.
 
     def _take_over(self, offset: int, message: stream_pb2.Message) -> bool:
@@ -215,7 +266,7 @@ class StreamValidator:
         if self._state is State.OPEN or self._state is State.SKIPPING:
             # The old relay never finished this batch; the new one re-sends it.
             self.statistics.batches_abandoned += 1
-            self._discard()
+            self._discard(committed=False)
         self._publisher = publisher
         self._sequence = header.sequence
         self._epoch = header.epoch
@@ -240,16 +291,19 @@ class StreamValidator:
         self._begin = operation.begin
         self._mutations = []
         self._markers = []
+        self._last_offset = offset
         self._state = State.OPEN
         return None
 
     def _on_mutation(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
         self._mutations.append(message.operation.mutation)
+        self._last_offset = offset
         return None
 
     def _on_marker(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
+        self._last_offset = offset
         operation = message.operation
         kind = operation.WhichOneof("operation")
         marker = operation.schema_change if kind == "schema_change" else operation.watermark
@@ -278,13 +332,13 @@ class StreamValidator:
             ),
         )
         self.statistics.batches_committed += 1
-        self._discard()
+        self._discard(committed=True)
         return batch
 
     def _on_rollback(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
         self.statistics.batches_rolled_back += 1
-        self._discard()
+        self._discard(committed=False)
         return None
 
     def _on_skipped_mutation(
@@ -296,7 +350,7 @@ class StreamValidator:
     def _on_skipped_commit(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
         self.statistics.resent_batches_skipped += 1
-        self._discard()
+        self._discard(committed=True)
         return None
 
     def _on_partial(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
@@ -334,7 +388,13 @@ class StreamValidator:
                 message,
             )
 
-    def _discard(self) -> None:
+    def _discard(self, committed: bool) -> None:
+        """Forget the open batch; one whose parts were handed over and that did not commit
+        is reported by ``take_abandoned``."""
+        if self._parts_out and not committed:
+            self._abandoned = True
+            self.statistics.parts_abandoned += 1
+        self._parts_out = False
         self._begin = None
         self._mutations = []
         self._markers = []

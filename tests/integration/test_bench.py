@@ -1,6 +1,6 @@
 """Smoke test of ``python -m bench``: the quick suite's stack figures measure and report.
 
-Runs the relay, latency, apply and verify groups in quick mode against the test
+Runs the relay, latency, apply, verify and memory groups in quick mode against the test
 sandbox (``--use-sandbox``, so no second sandbox starts); the capture and
 snapshot groups only add pgbench and a SparkSession, which other tests cover
 (the capture group's consumers and durable switch: ``test_bench_capture.py``).
@@ -43,6 +43,8 @@ def test_quick_bench_reports_every_run_and_prints_the_table(
             "apply",
             "--only",
             "verify",
+            "--only",
+            "memory",
             "--output",
             str(output),
         ],
@@ -69,5 +71,10 @@ def test_quick_bench_reports_every_run_and_prints_the_table(
     p99 = figures["latency.p99"]
     assert len(p99["runs"]) == 3 and all(0 < run < 10_000 for run in p99["runs"])
     assert p99["goals"] == ["≤ 150 ms"]
+    for key in ("memory.worker", "memory.relay"):
+        figure = figures[key]
+        assert figure["note"] == "", figure["note"]
+        assert len(figure["runs"]) == 1 and len(figure["baseline_runs"]) == 1
+        assert 0 < figure["median"] < 1024 and figure["baseline_median"] > 0
     for key in ("relay.cpu", "relay.rss", "worker.cpu", "worker.rss"):
         assert len(figures[key]["runs"]) == 3 and all(run > 0 for run in figures[key]["runs"])

@@ -112,7 +112,13 @@ class ParquetTarget:
         self.path = path
         self.root = Path(path)
         self._lock: IO[str] | None = None
+        #: the committed version of each table's current rows (the state file's)
         self._versions: dict[str, str] = {}
+        #: while parts of a batch are applied: the versions they made current, and every
+        #: file they wrote (removed again if the batch is abandoned)
+        self._pending: dict[str, str] | None = None
+        self._part_versions: list[tuple[str, str, Path]] = []
+        self._part_logs: list[Path] = []
 
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -165,11 +171,18 @@ class ParquetTarget:
                 )
         _files.write_json(_files.state_to_document(state, self._versions), self.root / STATE_FILE)
 
-    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
-        if state.position is None:
+    def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
+        """Write each step's change log and current rows under names of the micro-batch's
+        last offset; the state file written last is the commit. Parts of a batch (``commit``
+        False) are named by their own last offset, which is below the Commit's and above
+        the stored position, so a crash leaves them to ``_discard_uncommitted``."""
+        if not commit and plan.batches:
+            offset = plan.batches[-1].batch.position.offset
+        elif commit and state.position is not None:
+            offset = state.position.offset
+        else:
             raise ProgrammingError("parquet target: apply needs a stream position")
-        offset = state.position.offset
-        versions = dict(self._versions)
+        versions = dict(self._versions if self._pending is None else self._pending)
         recopy = {table.identity for table, _ in plan.recopy}
         rows = 0
         for number, step in enumerate(plan.steps):
@@ -178,9 +191,20 @@ class ParquetTarget:
                 rows += self._apply_segment(step, versions, name)
             else:
                 self._apply_schema(step, versions, name, recopy)
+        if not commit:
+            self._pending = versions
+            return rows
         _files.write_json(_files.state_to_document(state, versions), self.root / STATE_FILE)
         self._forget_superseded(versions)
         return rows
+
+    def abandon(self) -> None:
+        for _, _, path in self._part_versions:
+            _files.remove(path)
+        for path in self._part_logs:
+            _files.remove(path)
+        self._part_versions, self._part_logs = [], []
+        self._pending = None
 
     def _apply_segment(self, segment: Segment, versions: dict[str, str], name: str) -> int:
         rows = 0
@@ -192,9 +216,17 @@ class ParquetTarget:
             tables.write_change_log(self.root, table, run.entries, changes, name)
             current = tables.read_rows(self.root, table, versions[table.qualified])
             tables.write_rows(self.root, table, name, tables.merge(current, table, changes))
+            self._wrote(table, name, change_log=True)
             versions[table.qualified] = name
             rows += len(changes)
         return rows
+
+    def _wrote(self, table: TableShape, name: str, change_log: bool) -> None:
+        """Remember what an apply wrote, for ``abandon`` and ``_forget_superseded``."""
+        directory = table_directory(self.root, table.schema, table.name)
+        self._part_versions.append((table.qualified, name, directory / "current" / name))
+        if change_log:
+            self._part_logs.append(directory / "changes" / f"{name}.parquet")
 
     def _apply_schema(
         self, step: SchemaStep, versions: dict[str, str], name: str, recopy: set[tuple[str, str]]
@@ -213,18 +245,26 @@ class ParquetTarget:
             rows = tables.evolve(current, before, after, defaults)
             versions.pop(before.qualified, None)
         tables.write_rows(self.root, after, name, rows)
+        self._wrote(after, name, change_log=False)
         versions[after.qualified] = name
         if after.identity in recopy:
             logger.info("%s will be copied again from the source", after.qualified)
 
     def _forget_superseded(self, versions: dict[str, str]) -> None:
-        """After the commit: remove versions nothing refers to any more."""
+        """After the commit: remove versions nothing refers to any more (the previous
+        commit's, and those the batch's parts made current before later parts replaced
+        them)."""
         for qualified, version in self._versions.items():
             if versions.get(qualified) == version:
                 continue
             schema, _, table = qualified.partition(".")
             directory = table_directory(self.root, schema, table) / "current"
             _files.remove(directory / version)
+        for qualified, version, path in self._part_versions:
+            if versions.get(qualified) != version:
+                _files.remove(path)
+        self._part_versions, self._part_logs = [], []
+        self._pending = None
         self._versions = versions
 
     def can_alter_type(self, old: Column, new: Column) -> bool:
@@ -236,7 +276,14 @@ class ParquetTarget:
     def chunk_sink(self) -> ChunkSink:
         return ParquetChunkSink(self.path)
 
+    def _check_committed(self, doing: str) -> None:
+        if self._pending is not None:
+            raise ProgrammingError(
+                f"parquet target: {doing} while parts of a batch are uncommitted"
+            )
+
     def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+        self._check_committed("merging a chunk")
         if chunk.where:
             raise ConfigurationError(
                 "parquet target: a re-snapshot with --where needs the postgresql target"
@@ -262,6 +309,7 @@ class ParquetTarget:
         return result
 
     def store_state(self, state: WorkerState) -> None:
+        self._check_committed("storing the worker state")
         _files.write_json(_files.state_to_document(state, self._versions), self.root / STATE_FILE)
 
     def drop_staging(self, attempts: Collection[str] | None = None) -> None:
@@ -274,6 +322,7 @@ class ParquetTarget:
             _files.remove(_parquet_chunks.staged_sums_path(self.root, attempt))
 
     def close(self) -> None:
+        self.abandon()
         if self._lock is not None:
             self._lock.close()
             self._lock = None

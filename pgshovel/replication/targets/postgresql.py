@@ -138,6 +138,8 @@ class PostgresTarget:
         self._connection: Connection | None = None
         self._cluster = ""
         self._set_name = ""
+        #: parts of a batch applied in the open transaction, not committed yet
+        self._uncommitted = False
 
     def __repr__(self) -> str:
         return f"PostgresTarget(dsn={mask_dsn(self.dsn)!r})"
@@ -175,19 +177,23 @@ class PostgresTarget:
                 )
             _pgstate.write(cursor, self._cluster, self._set_name, state)
 
-    def apply(self, plan: MicroBatchPlan, state: WorkerState) -> int:
+    def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
         first = plan.batches[0].batch.position.offset if plan.batches else None
         doing = f"applying {len(plan.batches)!r} batch(es) from offset {first!r} to the target"
         recopy = {table.identity for table, _ in plan.recopy}
         rows = 0
-        with self._transaction(doing + " (rolled back)") as cursor:
+        with self._transaction(doing + " (rolled back)", applying=True, commit=commit) as cursor:
             for step in plan.steps:
                 if isinstance(step, Segment):
                     rows += self._apply_segment(cursor, step)
                 else:
                     self._apply_schema(cursor, step, recopy)
-            _pgstate.write(cursor, self._cluster, self._set_name, state)
+            if commit:
+                _pgstate.write(cursor, self._cluster, self._set_name, state)
         return rows
+
+    def abandon(self) -> None:
+        self._roll_back()
 
     def _apply_segment(self, cursor: Cursor, segment: Segment) -> int:
         rows = 0
@@ -252,18 +258,28 @@ class PostgresTarget:
             )
 
     @contextmanager
-    def _transaction(self, doing: str) -> Iterator[Cursor]:
-        """A cursor in one target transaction, committed when the block ends and rolled
-        back on any error (``doing`` names the step in the error)."""
+    def _transaction(
+        self, doing: str, applying: bool = False, commit: bool = True
+    ) -> Iterator[Cursor]:
+        """A cursor in one target transaction, committed when the block ends (unless
+        ``commit`` is False: parts of a batch) and rolled back on any error (``doing``
+        names the step in the error). Only ``apply`` continues uncommitted parts."""
+        if self._uncommitted and not applying:
+            raise ProgrammingError(
+                f"postgresql target: {doing} while parts of a batch are uncommitted"
+            )
         try:
             with translating(doing), self.connection.cursor() as cursor:
                 yield cursor
-                self.connection.commit()
+                if commit:
+                    self.connection.commit()
+                self._uncommitted = not commit
         except BaseException:
             self._roll_back()
             raise
 
     def _roll_back(self) -> None:
+        self._uncommitted = False
         connection = self._connection
         if connection is not None and not connection.closed:
             try:
@@ -272,6 +288,7 @@ class PostgresTarget:
                 connection.close()
 
     def close(self) -> None:
+        self._uncommitted = False
         if self._connection is not None:
             self._connection.close()
             self._connection = None

@@ -37,6 +37,7 @@ def write_replication_yml(
     topic: str,
     target: Mapping[str, Any],
     ranges_per_table: int = 4,
+    part_mutations: int = 20000,
 ) -> Path:
     properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
     document = {
@@ -59,6 +60,7 @@ def write_replication_yml(
                 "topic": topic,
                 "properties": properties,
                 "max_batch_messages": 2000,
+                "part_mutations": part_mutations,
             },
         },
         "target": dict(target),

@@ -228,3 +228,68 @@ class Workload:
         return sql.SQL("payload = payload || '+', amount = {}").format(
             sql.Literal(rng.randrange(-(10**6), 10**6) / 100)
         )
+
+
+class LargeTransactions:
+    """One thread of transactions of thousands of rows on the bulk table, until stopped.
+
+    Each transaction updates a range of 4,000 rows of ``public.bulk`` in one
+    statement: new values, or every key of the range negated (a key change per
+    row); every third one is rolled back. The row count never changes.
+    """
+
+    RANGE = 4000
+
+    def __init__(self, dsn: str, rows: int, pause: float = 0.3) -> None:
+        self.dsn = dsn
+        self.rows = rows
+        self.pause = pause
+        self.committed = 0
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="large-transactions")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> int:
+        """Stop; the number of large transactions committed."""
+        self._stop.set()
+        self._thread.join(120)
+        if self._errors:
+            raise AssertionError(f"large transactions failed: {self._errors[0]!r}")
+        return self.committed
+
+    def _run(self) -> None:
+        try:
+            connection = connect(self.dsn, "pgshovel-tests large")
+        except BaseException as error:
+            self._errors.append(error)
+            return
+        rng = random.Random(11)
+        number = 0
+        try:
+            while not self._stop.is_set():
+                number += 1
+                low = rng.randrange(1, max(2, self.rows - self.RANGE))
+                statement = (
+                    "UPDATE bulk SET n = n + 1, body = md5(random()::text) "
+                    "WHERE abs(id) BETWEEN %s AND %s"
+                    if number % 2
+                    else "UPDATE bulk SET id = -id WHERE abs(id) BETWEEN %s AND %s"
+                )
+                try:
+                    with connection.cursor() as cursor:
+                        cursor.execute(statement, (low, low + self.RANGE - 1))
+                    if number % 3 == 0:
+                        connection.rollback()
+                    else:
+                        connection.commit()
+                        self.committed += 1
+                except (psycopg2.errors.DeadlockDetected, psycopg2.errors.SerializationFailure):
+                    connection.rollback()
+                time.sleep(self.pause)
+        except BaseException as error:
+            self._errors.append(error)
+        finally:
+            connection.close()

@@ -4,7 +4,9 @@ The real processes run against the sandbox while threads write: the worker's
 snapshot loads concurrently with the writes, the stream goes on after it, and
 once the writes stop and everything is caught up every table of the target
 equals the source row for row. The crash test kills -9 the worker during the
-snapshot and during streaming, and the relay mid-run, and restarts each.
+snapshot and during streaming, and the relay mid-run, and restarts each; its
+worker holds at most a few hundred mutations of a batch, so the large
+transactions in the workload are applied in parts, through those kills.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pgshovel.sandbox import SandboxConnection
 from ._scenario import Processes, Scenario
 from ._schema import BULK, MATRIX, ODD, PAIRS, assert_same_rows, create_types
 from ._stack import count_rows, log_rates, wait_until, worker_state, write_replication_yml
-from ._workload import Workload
+from ._workload import LargeTransactions, Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
 
@@ -126,6 +128,7 @@ def test_kill_9_worker_and_relay_then_restart_converges(
             "configuration": {"dsn": target},
         },
         ranges_per_table=8,
+        part_mutations=300,
     )
 
     def phase() -> str:
@@ -136,6 +139,7 @@ def test_kill_9_worker_and_relay_then_restart_converges(
 
     workload = Workload(source, threads=3, seed=3)
     workload.start()
+    large: LargeTransactions | None = None
     try:
         workload.wait_committed(20)
         # 1. kill -9 the worker while snapshot ranges are being committed.
@@ -151,10 +155,19 @@ def test_kill_9_worker_and_relay_then_restart_converges(
         assert phase() == "snapshot"
         assert 0 < partial < bulk_rows, "the kill should have hit the middle of the load"
 
-        # 2. A new worker loads again and streams; the relay is killed -9 and restarted.
+        # 2. A new worker loads again and streams; the relay is killed -9 and restarted
+        # while large transactions (applied in parts) go through.
         worker = run.start_worker(configuration)
         wait_until(lambda: offset() is not None, "streaming", alive=worker.alive, log=worker.output)
+        large = LargeTransactions(source, rows=bulk_rows)
+        large.start()
         workload.wait_committed(40)
+        wait_until(
+            lambda: "applied part" in worker.output(),
+            "a part",
+            alive=worker.alive,
+            log=worker.output,
+        )
         relay.kill()
         workload.wait_committed(40)
         relay = run.start_relay()
@@ -180,11 +193,13 @@ def test_kill_9_worker_and_relay_then_restart_converges(
         workload.wait_committed(40)
     finally:
         counts = workload.stop()
+        large_transactions = large.stop() if large is not None else 0
     run.wait_caught_up(worker, offset)
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
 
     assert counts["committed"] >= 200 and counts["aborted"] > 0, dict(counts)
+    assert large_transactions >= 2, large_transactions
     for table in TABLES:
         assert_same_rows(source, target, table)
     assert count_rows(target, BULK) == bulk_rows

@@ -35,7 +35,7 @@ def kill_relay_backends(dsn: str) -> int:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                " WHERE application_name = 'pgshovel-relay' AND datname = current_database()"
+                " WHERE application_name LIKE 'pgshovel-relay %' AND datname = current_database()"
             )
             row = cursor.fetchone()
     finally:

@@ -19,6 +19,7 @@ def write_replication_yml(
     topic: str,
     target: Mapping[str, Any],
     max_batch_messages: int = 40,
+    part_mutations: int = 20000,
 ) -> Path:
     properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
     path.write_text(
@@ -36,6 +37,7 @@ def write_replication_yml(
                         "topic": topic,
                         "properties": properties,
                         "max_batch_messages": max_batch_messages,
+                        "part_mutations": part_mutations,
                     },
                 },
                 "target": dict(target),

@@ -92,6 +92,7 @@ def test_change_log_and_current_state_survive_kill_and_restart(
             "configuration": {"path": str(output)},
         },
         max_batch_messages=25,
+        part_mutations=5,  # most batches (8 mutations) are applied in parts, kill included
     )
 
     def start() -> WorkerProcess:
@@ -126,6 +127,7 @@ def test_change_log_and_current_state_survive_kill_and_restart(
     worker = start()
     wait_for(lambda: stored_offset(output) == end, "the end of the stream", worker)
     assert worker.stop() == 0
+    assert "applied part 1 of batch" in (tmp_path / "worker.log").read_text()
 
     changes = read_changes(spark, str(output), *ITEMS)
     assert changes is not None

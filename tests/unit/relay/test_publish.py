@@ -111,6 +111,9 @@ class Writer:
     def close(self) -> None:
         pass
 
+    def last_committed_begin(self) -> stream_pb2.Message | None:
+        return None
+
 
 def _batch(number: int) -> BatchInfo:
     return BatchInfo(number, TickInfo(1, "10:12:11", 5), TickInfo(2, "12:14:", 6))

@@ -10,7 +10,7 @@ from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.source import Column, TableShape, cast_is_exact
 from pgshovel.stream.batches import CommittedBatch, StreamPosition
-from pgshovel.stream.plan import SchemaStep, Segment, plan_micro_batch
+from pgshovel.stream.plan import SchemaStep, Segment, join_parts, plan_micro_batch
 from pgshovel.stream.shapes import shape_to_proto
 
 ID = Column("id", "integer", "int4", True, 1)
@@ -134,3 +134,37 @@ def test_keys_are_read_only_when_asked_for() -> None:
     assert read == []
     assert result.batches[0].keys == {("public", "t"): {("1",), ("2",)}}
     assert result.batches[0].keys is result.batches[0].keys  # read once
+
+
+def test_parts_of_a_batch_keep_only_the_keys_asked_for_and_join_as_one_batch() -> None:
+    low, high = stream_pb2.Watermark(request="x:low"), stream_pb2.Watermark(request="x:high")
+    first = plan(batch(mutation("t", 1), mutation("u", 9), low)).batches[0]
+    settled = first.settled({("public", "t")})
+    assert settled.batch.mutations == () and settled.touched == ()
+    assert settled.keys == {("public", "t"): {("1",)}}
+    last = plan(batch(mutation("t", 2), mutation("t", 3, stream_pb2.Mutation.TRUNCATE), high))
+    joined = join_parts([settled, last.batches[0]], {("public", "t")})
+    # Keys before the low watermark count: the batch counts whole.
+    assert joined.keys == {("public", "t"): {("1",), ("2",)}}
+    assert [m.request for m in joined.watermarks] == ["x:low", "x:high"]
+    assert joined.whole == {("public", "t")}
+    assert joined.batch is last.batches[0].batch
+
+
+def test_keys_of_some_tables_read_only_their_rows() -> None:
+    read: list[str] = []
+
+    def counting_key_text(row: Any, table: TableShape) -> tuple[str | None, ...] | None:
+        read.append(table.name)
+        return key_text(row, table)
+
+    result = plan_micro_batch(
+        [batch(mutation("t", 1), mutation("u", 2))],
+        (T, U),
+        (),
+        can_alter_type=cast_is_exact,
+        key_text=counting_key_text,
+    )
+    assert result.batches[0].keys_of({("public", "u")}) == {("public", "u"): {("2",)}}
+    assert set(read) == {"u"}
+    assert result.batches[0].settled(set()).keys == {}

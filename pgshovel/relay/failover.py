@@ -1,0 +1,157 @@
+"""What makes the relay safe across a source failover: the right primary, and nothing lost.
+
+Three checks, each on the relay's batch connection:
+
+- ``require_primary``: a set's DSN that reaches a standby still in recovery (a
+  failover under way: the set was pointed at it before its promotion) is a
+  transient fault, retried until the promotion — never an error that ends the
+  relay, never a write attempted on a read-only server.
+- ``check_stream_known``: after connecting, the last batch the stream holds from
+  this source node must end at a tick the source has, with the same snapshot.
+  A standby promoted before it received everything (asynchronous replication)
+  lacks it: the stream and the copies then hold transactions the new primary
+  lost, and publishing on would mix two histories under one node id. The relay
+  stops with an error naming the remedy instead.
+- ``StandbyGate`` (failover-safe publishing, relay.yml ``standbys:``): a batch
+  is published only once the WAL position after it was taken is replayed on
+  every named standby (``pg_stat_replication.replay_lsn``), so whatever the
+  stream holds, and the batch assignment itself, survive a promotion of any of
+  them; a re-send after failover then carries the same batch id and readers
+  drop it. The same guarantee PostgreSQL 17 gives logical slots with
+  ``synchronized_standby_slots``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+from psycopg2.extensions import connection as Connection
+
+from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.errors import DatabaseUnavailable, StreamError
+from pgshovel.protocol import stream_pb2
+from pgshovel.source import translating
+
+logger = logging.getLogger(__name__)
+
+_TICK = (
+    "SELECT (SELECT t.tick_snapshot::text FROM pgq.tick t "
+    "        WHERE t.tick_queue = q.queue_id AND t.tick_id = %s), "
+    "       (SELECT (extract(epoch FROM min(t.tick_time)) * 1000000)::int8 FROM pgq.tick t "
+    "        WHERE t.tick_queue = q.queue_id) "
+    "FROM pgq.queue q WHERE q.queue_name = %s"
+)
+
+
+def require_primary(connection: Connection, dsn: str) -> None:
+    """A transient error while the set's database is a standby in recovery."""
+    with translating("checking that the set's database is a primary"):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_is_in_recovery()")
+            row = cursor.fetchone()
+        connection.rollback()
+    if row is not None and row[0]:
+        raise DatabaseUnavailable(
+            f"the set's database {mask_dsn(dsn)!r} is a standby in recovery (read-only); "
+            "waiting for its promotion"
+        )
+
+
+def _snapshot_text(tick: stream_pb2.Tick) -> str:
+    snapshot = tick.snapshot
+    return f"{snapshot.xmin}:{snapshot.xmax}:{','.join(str(x) for x in sorted(snapshot.xip))}"
+
+
+def check_stream_known(
+    connection: Connection,
+    queue: str,
+    node: bytes,
+    last: stream_pb2.Message | None,
+    set_name: str,
+) -> None:
+    """A ``StreamError`` when the stream's last committed batch of ``node`` (its Begin,
+    ``last``) ends at a tick this database does not have."""
+    if last is None or last.operation.batch.node != node:
+        return  # nothing published yet, or by another node (before a divergence reset)
+    end = last.operation.begin.end
+    with translating(f"reading tick {end.id!r} of queue {queue!r}"):
+        with connection.cursor() as cursor:
+            cursor.execute(_TICK, (end.id, queue))
+            row = cursor.fetchone()
+        connection.rollback()
+    found = None if row is None or row[0] is None else str(row[0])
+    first_tick = None if row is None or row[1] is None else int(row[1])
+    if first_tick is not None and end.timestamp and end.timestamp < first_tick:
+        # The batch is older than every tick of this queue: the stream holds an earlier
+        # incarnation of the set (dropped and created again), not a lost future.
+        return
+    expected = _snapshot_text(end) if end.HasField("snapshot") else None
+    if found is not None and (expected is None or found == expected):
+        return
+    expected = expected or "unknown"
+    batch = last.operation.batch.id
+    raise StreamError(
+        f"set {set_name!r}: the stream holds batch {batch!r} of node {uuid.UUID(bytes=node)} "
+        f"ending at tick {end.id!r} (snapshot {expected!r}), which this database "
+        + ("does not have" if found is None else f"has with another snapshot ({found!r})")
+        + ": it is not the database those batches came from, or a standby promoted before it "
+        "received them (the copies hold transactions it lost). Publishing on would mix two "
+        "histories. Remedy: 'pgshovel-admin set failover "
+        f"{set_name} --to DSN --accept-divergence' (a new node id for this database), then "
+        f"'pgshovel-admin set verify {set_name} --repair' to remove the lost changes from the "
+        "copies; 'standbys:' in relay.yml prevents this (failover-safe publishing)"
+    )
+
+
+class StandbyGate:
+    """Waits until the named standbys replayed the WAL written so far (see module doc)."""
+
+    def __init__(self, standbys: Sequence[str], log_every: float = 10.0) -> None:
+        self.standbys = sorted(set(standbys))
+        self.log_every = log_every
+        #: seconds waited by the last ``wait`` (for metrics and the bench)
+        self.last_wait = 0.0
+
+    def wait(self, connection: Connection, stop: threading.Event) -> bool:
+        """Block until every standby replayed the current WAL position; False if stopped."""
+        if not self.standbys:
+            return True
+        started = time.monotonic()
+        with translating("waiting for the standbys to replay the batch"):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_current_wal_lsn()")
+                row = cursor.fetchone()
+                target = row[0] if row else None
+                pause, logged = 0.0005, started
+                while True:
+                    cursor.execute(
+                        "SELECT application_name FROM pg_stat_replication "
+                        "WHERE application_name = ANY(%s) AND replay_lsn >= %s::pg_lsn",
+                        (self.standbys, target),
+                    )
+                    caught_up = {name for (name,) in cursor.fetchall()}
+                    missing = [name for name in self.standbys if name not in caught_up]
+                    if not missing:
+                        break
+                    now = time.monotonic()
+                    if now - logged >= self.log_every:
+                        logged = now
+                        logger.warning(
+                            "batch held back %.0fs: standby(s) %s have not replayed WAL %s "
+                            "(failover-safe publishing); are they connected and is the relay's "
+                            "role allowed to read pg_stat_replication (pg_monitor)?",
+                            now - started,
+                            ", ".join(missing),
+                            target,
+                        )
+                    if stop.wait(pause):
+                        connection.rollback()
+                        return False
+                    pause = min(pause * 2, 0.02)
+            connection.rollback()
+        self.last_wait = time.monotonic() - started
+        return True

@@ -1,0 +1,337 @@
+"""Source failover: a set moved to a promoted physical standby, planned and unplanned.
+
+Each test runs its own primary and a streaming standby of it (``start_server``),
+a set on the primary with a keyed table and an unkeyed journal (a batch applied
+twice would show there as duplicate rows), the real relay and worker, and
+writer threads. Planned: writes stop, ``set failover --promote`` moves the relay
+off the primary, promotes the standby and re-points the set; writes go on
+there; relay and worker are never restarted. Unplanned: the standby stops
+receiving WAL while the primary keeps committing, then the primary is killed
+-9 and the standby promoted: with failover-safe publishing (``standbys:``) the
+relay never published what the standby lacks and the copy equals the promoted
+primary; without it the relay stops with an error naming the remedy.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from kazoo.client import KazooClient
+
+from pgshovel.sandbox import SandboxConnection, Server, start_server, stop_server
+from tests.integration.capture._capture import SET, install
+from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+
+from ._scenario import Processes
+from ._stack import WorkerProcess, wait_caught_up, wait_until, worker_state, write_replication_yml
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
+
+ADMIN = Path(sys.executable).with_name("pgshovel-admin")
+SCHEMA = """
+CREATE TABLE accounts (id integer PRIMARY KEY, balance bigint NOT NULL, note text);
+INSERT INTO accounts SELECT i, 0, 'start' FROM generate_series(1, 200) AS i;
+CREATE TABLE journal (writer text NOT NULL, n bigint NOT NULL, note text);
+"""
+ACCOUNTS = "SELECT id, balance, note FROM accounts ORDER BY id"
+JOURNAL = "SELECT writer, n, note FROM journal ORDER BY writer, n, note"
+
+
+@pytest.fixture
+def servers(sandbox: SandboxConnection) -> Iterator[tuple[Server, Server]]:
+    """A primary and its streaming standby, stopped after the test."""
+    tag = uuid.uuid4().hex[:6]
+    state_dir = Path(sandbox.state_dir)
+    primary = start_server(state_dir, f"primary-{tag}")
+    try:
+        execute(primary.dsn(), SCHEMA)
+        standby = start_server(state_dir, f"standby-{tag}", primary_port=primary.port)
+        try:
+            yield primary, standby
+        finally:
+            stop_server(state_dir, standby.name)
+    finally:
+        stop_server(state_dir, primary.name)
+
+
+def _connect(dsn: str) -> Any:
+    connection = psycopg2.connect(dsn, connect_timeout=5)
+    connection.autocommit = True
+    return connection
+
+
+def execute(dsn: str, *statements: str) -> None:
+    """Each statement on its own, outside any transaction block."""
+    connection = _connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+    finally:
+        connection.close()
+
+
+def rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    connection = _connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(query)
+            return list(cursor.fetchall())
+    finally:
+        connection.close()
+
+
+class Writers:
+    """Threads committing small transactions on one server until stopped (or it dies)."""
+
+    def __init__(self, dsn: str, name: str, threads: int = 2) -> None:
+        self.dsn, self.name = dsn, name
+        self.committed = 0
+        self.failures: list[BaseException] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._run, args=(index,)) for index in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, index: int) -> None:
+        rng = random.Random(index)
+        try:
+            connection = psycopg2.connect(self.dsn, connect_timeout=5)
+        except psycopg2.Error as error:
+            self.failures.append(error)
+            return
+        n = 0
+        try:
+            while not self._stop.is_set():
+                n += 1
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "UPDATE accounts SET balance = balance + 1, note = %s WHERE id = %s",
+                        (f"{self.name}-{index}-{n}", rng.randint(1, 200)),
+                    )
+                    cursor.execute(
+                        "INSERT INTO journal VALUES (%s, %s, %s)",
+                        (f"{self.name}-{index}", n, "x" * rng.randint(0, 40)),
+                    )
+                if n % 9 == 0:
+                    connection.rollback()  # aborted transactions leave nothing
+                else:
+                    connection.commit()
+                    with self._lock:
+                        self.committed += 1
+        except psycopg2.Error as error:
+            self.failures.append(error)  # the server went away (the unplanned case)
+        finally:
+            connection.close()
+
+    def wait_committed(self, more: int) -> None:
+        goal = self.committed + more
+        wait_until(lambda: self.committed >= goal or bool(self.failures), f"{more} commits")
+        assert not self.failures, self.failures
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+
+class Run:
+    """The set on the primary, a relay and a worker into a target on the sandbox."""
+
+    def __init__(
+        self,
+        sandbox: SandboxConnection,
+        zookeeper: KazooClient,
+        cluster: str,
+        primary: Server,
+        target: str,
+        directory: Path,
+        processes: Processes,
+        kafka_config: dict[str, str],
+        standbys: list[str],
+    ) -> None:
+        self.sandbox, self.cluster, self.target = sandbox, cluster, target
+        self.directory, self.kafka_config = directory, kafka_config
+        install(
+            zookeeper,
+            cluster,
+            primary.dsn(),
+            [{"schema": "public", "name": "accounts"}, {"schema": "public", "name": "journal"}],
+            allow_unkeyed=True,
+        )
+        config = write_relay_yml(directory, sandbox, standbys=standbys)
+        self.relay = RelayProcess(sandbox, cluster, config, directory / "relay.log")
+        processes.append(self.relay)
+        replication = write_replication_yml(
+            directory / "replication.yml",
+            kafka_config,
+            topic_of(cluster),
+            {
+                "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
+                "configuration": {"dsn": target},
+            },
+        )
+        self.worker = WorkerProcess(sandbox, cluster, replication, directory / "worker.log")
+        processes.append(self.worker)
+
+    def offset(self) -> int | None:
+        return (worker_state(self.target, self.cluster) or ("", None))[1]
+
+    def wait_streaming(self) -> None:
+        wait_until(
+            lambda: self.offset() is not None,
+            "the worker to stream",
+            alive=self.worker.alive,
+            log=self.worker.output,
+        )
+
+    def caught_up(self, source: str) -> None:
+        wait_caught_up(
+            source,
+            self.cluster,
+            self.kafka_config,
+            topic_of(self.cluster),
+            self.offset,
+            self.worker.alive,
+            self.worker.output,
+        )
+
+    def failover(self, standby: Server, *options: str) -> str:
+        result = subprocess.run(
+            [str(ADMIN), "set", "failover", SET, "--to", standby.dsn(), *options],
+            env={
+                **os.environ,
+                "PGSHOVEL_CLUSTER": self.cluster,
+                "PGSHOVEL_ZOOKEEPER_HOSTS": self.sandbox.zookeeper_hosts,
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+
+def assert_same(source: str, target: str) -> None:
+    assert rows(target, ACCOUNTS) == rows(source, ACCOUNTS)
+    assert rows(target, JOURNAL) == rows(source, JOURNAL)  # no batch applied twice
+
+
+def disconnect(standby: Server) -> None:
+    """The standby stops receiving WAL (a network partition, as far as it is concerned)."""
+    execute(
+        standby.dsn("postgres"),
+        "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1'",
+        "SELECT pg_reload_conf()",
+    )
+    wait_until(
+        lambda: not rows(standby.dsn("postgres"), "SELECT 1 FROM pg_stat_wal_receiver"),
+        "the standby's WAL receiver to stop",
+    )
+
+
+def test_planned_switchover_moves_relay_and_worker_without_a_restart(
+    sandbox: SandboxConnection,
+    servers: tuple[Server, Server],
+    make_database: Any,
+    zookeeper: KazooClient,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+    processes: Processes,
+) -> None:
+    primary, standby = servers
+    target = make_database("target")
+    run = Run(
+        sandbox, zookeeper, cluster_name, primary, target, tmp_path, processes, kafka_config, []
+    )
+    writers = Writers(primary.dsn(), "before")
+    try:
+        run.wait_streaming()
+        writers.wait_committed(150)
+    finally:
+        writers.stop()  # a planned switchover: writes stop first
+    output = run.failover(standby, "--promote")
+    assert "fail set" in output and not standby.in_recovery()
+    after = Writers(standby.dsn(), "after")
+    try:
+        after.wait_committed(150)
+    finally:
+        after.stop()
+    run.caught_up(standby.dsn())
+    assert run.relay.alive() and run.worker.alive(), "neither was restarted"
+    assert_same(standby.dsn(), target)
+    assert "moved to database" in run.relay.output()
+    assert "moved to database" in run.worker.output()
+    assert run.worker.stop() == 0 and run.relay.stop() == 0
+
+
+@pytest.mark.parametrize("safe", [True, False], ids=["failover-safe", "asynchronous"])
+def test_unplanned_failover_is_exact_with_safe_publishing_and_detected_without(
+    safe: bool,
+    sandbox: SandboxConnection,
+    servers: tuple[Server, Server],
+    make_database: Any,
+    zookeeper: KazooClient,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    tmp_path: Path,
+    processes: Processes,
+) -> None:
+    primary, standby = servers
+    target = make_database("target")
+    standbys = [standby.name] if safe else []
+    run = Run(
+        sandbox,
+        zookeeper,
+        cluster_name,
+        primary,
+        target,
+        tmp_path,
+        processes,
+        kafka_config,
+        standbys,
+    )
+    writers = Writers(primary.dsn(), "before")
+    try:
+        run.wait_streaming()
+        writers.wait_committed(100)
+        disconnect(standby)
+        writers.wait_committed(100)  # committed on the primary only
+        published = run.offset() or 0
+        if not safe:
+            wait_until(lambda: (run.offset() or 0) > published, "batches the standby lacks")
+        primary.kill()
+    finally:
+        writers.stop()
+    standby.promote()
+    run.failover(standby)
+    if not safe:
+        wait_until(lambda: not run.relay.alive(), "the relay to stop on the divergence", 120)
+        log = run.relay.output()
+        assert "which this database does not have" in log, log[-3000:]
+        assert "--accept-divergence" in log and "set verify" in log
+        return
+    after = Writers(standby.dsn(), "after")
+    try:
+        after.wait_committed(100)
+    finally:
+        after.stop()
+    run.caught_up(standby.dsn())
+    assert_same(standby.dsn(), target)
+    assert run.relay.alive() and run.worker.alive(), "neither was restarted"
+    assert run.worker.stop() == 0 and run.relay.stop() == 0
