@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, runtime_checkable
 
-from pgshovel.protocol import stream_pb2
+from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import MicroBatchPlan
@@ -39,6 +39,7 @@ __all__ = [
     "MicroBatch",
     "QueueReader",
     "SnapshotSink",
+    "SourceReader",
     "Stream",
     "StreamWriter",
     "TableLoadReport",
@@ -169,6 +170,21 @@ class StreamWriter(Protocol):
     def last_committed_begin(self) -> stream_pb2.Message | None:
         """The Begin of the last batch the stream holds whole (None: none yet); the relay
         checks after connecting that its source knows that batch's end tick."""
+        ...
+
+
+@runtime_checkable
+class SourceReader(Protocol):
+    """A ``StreamWriter`` that also reads the source itself (table-topic snapshots).
+
+    The relay calls ``attach_source`` while leading, before it publishes a batch,
+    and again whenever it reconnects to the source.
+    """
+
+    def attach_source(
+        self, dsn: str, configuration: configuration_pb2.ReplicationSetConfiguration
+    ) -> None:
+        """Read the source at ``dsn`` (the relay's own login); the set is ``configuration``."""
         ...
 
 

@@ -322,7 +322,18 @@ def set_grants(
 @click.option("--topic", default=None, help="Topic to read. Default: <cluster>.<set>.")
 @click.option("--offset", type=int, default=None, help="Start offset. Default: the oldest held.")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new batches.")
-@click.option("--limit", type=int, default=None, help="Stop after this many mutations.")
+@click.option("--limit", type=int, default=None, help="Stop after this many lines.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["pgshovel", "debezium"]),
+    default="pgshovel",
+    show_default=True,
+    help="pgshovel: one record per mutation or schema change; debezium: Debezium envelopes.",
+)
+@click.option(
+    "--latest", is_flag=True, help="Start at the topic's end (with --follow: new batches only)."
+)
 @click.pass_obj
 def set_tail(
     options: GlobalOptions,
@@ -333,13 +344,19 @@ def set_tail(
     offset: int | None,
     follow: bool,
     limit: int | None,
+    output_format: str,
+    latest: bool,
 ) -> None:
     """Print set NAME's committed mutations from Kafka as JSON lines.
 
     One line per mutation with its batch, transaction, table, operation, key
-    columns and old/new rows (values in PostgreSQL's text form). The stream is
-    validated on the way: rolled-back and re-sent batches are not printed.
+    columns and old/new rows (values as typed JSON, see the README's JSON
+    mapping), or with --format debezium one Debezium envelope per change. The
+    stream is validated on the way: rolled-back and re-sent batches are not
+    printed.
     """
+    if latest and offset is not None:
+        raise click.BadParameter("give --offset or --latest, not both", param_hint="--latest")
     names.validate_set_name(name)
     properties: dict[str, str] = {}
     for variable, key in (
@@ -363,6 +380,8 @@ def set_tail(
         offset=offset,
         follow=follow,
         limit=limit,
+        format="debezium" if output_format == "debezium" else "pgshovel",
+        latest=latest,
     )
 
 

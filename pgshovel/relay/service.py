@@ -24,7 +24,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from pgshovel._signals import StopRequest
-from pgshovel.abc import StreamWriter
+from pgshovel.abc import SourceReader, StreamWriter
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
 from pgshovel.cluster.versions import set_version
@@ -201,6 +201,8 @@ class Relay:
                     writer.last_committed_begin(),
                     self.set_name,
                 )
+                if isinstance(writer, SourceReader):
+                    writer.attach_source(dsn, configuration)
                 publisher = BatchPublisher(
                     queue,
                     writer,

@@ -1,13 +1,14 @@
 """Render committed batches as JSON lines: one mutation or schema change per line, for ``jq``.
 
-Each value is PostgreSQL's text form of it (``null`` for SQL NULL), so what a
-user sees is exactly what ``psql`` would print, whatever the type.
+Row values use the typed JSON mapping of ``pgshovel.stream.typed_json`` (exact
+integers as numbers, numeric as a string, ISO 8601 temporals, json embedded,
+bytea base64, arrays as arrays), the same as the relay's table topics; the
+``added_defaults`` of a schema change are PostgreSQL's text.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import uuid
 from collections.abc import Iterator
 
@@ -15,12 +16,13 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.codec import to_text
 from pgshovel.stream.operations import OPERATION_NAMES
+from pgshovel.stream.typed_json import dumps, row_object
 
 
-def _row(row: stream_pb2.Row) -> dict[str, str | None] | None:
+def _row(row: stream_pb2.Row) -> dict[str, object] | None:
     if not row.columns:
         return None
-    return {column.name: to_text(column.value) for column in row.columns}
+    return row_object(row.columns)
 
 
 def _time(micros: int) -> str:
@@ -93,4 +95,4 @@ def json_lines(batch: CommittedBatch) -> Iterator[str]:
 
 
 def _dump(record: dict[str, object]) -> str:
-    return json.dumps(record, ensure_ascii=False, sort_keys=False)
+    return dumps(record)

@@ -19,7 +19,7 @@ from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, StreamError
 from pgshovel.protocol import stream_pb2
 
-__all__ = ["KafkaReader", "consumer_settings"]
+__all__ = ["KafkaReader", "consumer_settings", "partition_mismatch"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,15 @@ def consumer_settings(bootstrap_servers: str, properties: Mapping[str, Any]) -> 
     }
     settings.update(client_properties(properties))
     return settings
+
+
+def partition_mismatch(topic: str, count: int) -> str:
+    """The error of a set topic with more than one partition (readers and the relay)."""
+    return (
+        f"topic {topic!r} has {count!r} partitions, a set topic must have exactly one (its "
+        "stream is ordered in one partition; the relay writes partition 0 only): recreate "
+        "the topic with one partition and reload the targets from a fresh snapshot"
+    )
 
 
 class KafkaReader:
@@ -83,8 +92,25 @@ class KafkaReader:
             ) from error
         return int(low), int(high)
 
+    def partitions(self) -> int:
+        """How many partitions the topic has (0 while the broker does not know it)."""
+        try:
+            # The whole cluster's metadata: asking for one missing topic may create it.
+            metadata = self._consumer.list_topics(timeout=self.timeout)
+        except KafkaException as error:
+            raise BrokerUnavailable(
+                f"cannot read the metadata of topic {self.topic!r}: {error}; check that the "
+                "brokers are reachable"
+            ) from error
+        found = metadata.topics.get(self.topic)
+        return 0 if found is None else len(found.partitions)
+
     def seek(self, offset: int) -> None:
-        """Start reading at ``offset``; an error if the topic no longer (or not yet) holds it."""
+        """Start reading at ``offset``; an error if the topic no longer (or not yet) holds it,
+        or if it has more than one partition (a set's stream is totally ordered in one)."""
+        count = self.partitions()
+        if count > 1:
+            raise StreamError(partition_mismatch(self.topic, count))
         low, high = self.watermarks()
         if not low <= offset <= high:
             raise StreamError(

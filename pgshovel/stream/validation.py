@@ -153,8 +153,8 @@ class StreamValidator:
                 raise self._error(
                     f"sequence gap: expected sequence {self._sequence + 1!r} next, "
                     f"{sequence - self._sequence - 1!r} message(s) are missing; the topic lost "
-                    "messages (retention, an unordered producer); reload the target from a "
-                    "fresh snapshot",
+                    "messages (retention, an unordered producer, a topic with more than one "
+                    "partition); reload the target from a fresh snapshot",
                     offset,
                     message,
                 )

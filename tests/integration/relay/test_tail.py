@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import jsonschema
 import psycopg2
 import pytest
 
@@ -19,6 +21,7 @@ from tests.integration.relay.test_relay import prepare
 pytestmark = [pytest.mark.integration]
 
 ADMIN = Path(sys.executable).with_name("pgshovel-admin")
+SCHEMA = Path(__file__).with_name("debezium_envelope.schema.json")
 
 
 def test_tail_prints_committed_mutations(
@@ -67,10 +70,89 @@ def test_tail_prints_committed_mutations(
         ("UPDATE", "items"),
         ("DELETE", "items"),
     ]
-    assert lines[0]["new"] == {"id": "1", "value": "10", "note": 'it\'s "quoted"'}
+    # Typed JSON: integers are numbers, text is text, NULL is null.
+    assert lines[0]["new"] == {"id": 1, "value": 10, "note": 'it\'s "quoted"'}
     assert lines[1]["new"]["note"] is None
-    assert lines[2]["old"]["id"] == "1" and lines[2]["new"]["id"] == "5"
-    assert lines[3]["old"]["id"] == "2" and lines[3]["new"] is None
+    assert lines[2]["old"]["id"] == 1 and lines[2]["new"]["id"] == 5
+    assert lines[3]["old"]["id"] == 2 and lines[3]["new"] is None
     assert lines[0]["transaction"] == lines[1]["transaction"] != lines[2]["transaction"]
     assert all(line["key_columns"] == ["id"] for line in lines)
     assert "never" not in result.stdout
+
+    debezium = _tail(environment, "--format", "debezium")
+    events = [json.loads(line) for line in debezium.splitlines()]
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    for event in events:
+        validator.validate(event)
+    # The key change 1 -> 5 is a delete of key 1 and an insert of key 5, as Debezium has it.
+    assert [(e["op"], (e["after"] or e["before"])["id"]) for e in events] == [
+        ("c", 1),
+        ("c", 2),
+        ("d", 1),
+        ("c", 5),
+        ("d", 2),
+    ]
+    assert events[3]["after"] == {"id": 5, "value": 11, "note": 'it\'s "quoted"'}
+    assert {e["source"]["connector"] for e in events} == {"pgshovel"}
+    assert events[0]["source"]["txId"] == lines[0]["transaction"]
+
+    # --latest starts at the end: nothing already published is printed.
+    assert _tail(environment, "--latest") == ""
+
+
+def _tail(environment: dict[str, str], *options: str) -> str:
+    result = subprocess.run(
+        [str(ADMIN), "set", "tail", SET, *options],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_tail_latest_follow_prints_only_new_batches(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    tmp_path: Path,
+) -> None:
+    prepare(database, zookeeper, cluster_name)
+    relay = RelayProcess(
+        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
+    )
+    environment = {**os.environ, **sandbox.environment(), "PGSHOVEL_CLUSTER": cluster_name}
+    connection = psycopg2.connect(database)
+    connection.autocommit = True
+    tail = None
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO items VALUES (1, 1, 'old')")
+        wait_for(lambda: queue_drained(database, cluster_name), 60, "the relay to drain")
+        tail = subprocess.Popen(
+            [str(ADMIN), "set", "tail", SET, "--latest", "--follow", "--limit", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+        key = 100
+        while tail.poll() is None and key < 400:
+            with connection.cursor() as cursor:
+                cursor.execute("INSERT INTO items VALUES (%s, 1, 'new')", (key,))
+            key += 1
+            time.sleep(0.3)
+        output, errors = tail.communicate(timeout=30)
+    finally:
+        if tail is not None and tail.poll() is None:
+            tail.kill()
+            tail.wait()
+        connection.close()
+        assert relay.stop() == 0, relay.output()
+    assert tail.returncode == 0, errors
+    [line] = [json.loads(text) for text in output.splitlines()]
+    assert line["operation"] == "INSERT" and line["new"]["note"] == "new"
+    assert line["new"]["id"] >= 100

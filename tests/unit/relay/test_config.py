@@ -73,3 +73,57 @@ def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
     path.write_text("writer: [unclosed\n")
     with pytest.raises(ConfigurationError, match=r"relay\.yml: invalid YAML"):
         config.load(path)
+
+
+def test_table_topics_are_configured_under_the_writer() -> None:
+    writer = {
+        "path": WRITER["path"],
+        "configuration": {
+            "bootstrap_servers": "127.0.0.1:9092",
+            "set_topic": False,
+            "table_topics": {"prefix": "shop", "format": "debezium", "database": "orders"},
+        },
+    }
+    built = config.parse({"writer": writer}, "relay.yml").writer.build()
+    assert built.set_topic is False  # type: ignore[attr-defined]
+    assert built.table_topics.format == "debezium"  # type: ignore[attr-defined]
+    assert built.table_topics.prefix == "shop"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("table_topics", "fragment"),
+    [
+        ({"format": "avro"}, "table_topics.format: expected one of ['json', 'debezium']"),
+        ({"snapshots": True}, "table_topics.snapshots: unknown key"),
+        ({"partitions": 0}, "table_topics.partitions: must be >= 1"),
+    ],
+)
+def test_table_topic_mistakes_name_the_key(table_topics: object, fragment: str) -> None:
+    writer = {
+        "path": WRITER["path"],
+        "configuration": {"bootstrap_servers": "b:9092", "table_topics": table_topics},
+    }
+    with pytest.raises(ConfigurationError) as raised:
+        config.parse({"writer": writer}, "relay.yml")
+    assert fragment in str(raised.value)
+
+
+def test_a_writer_that_publishes_nothing_is_refused() -> None:
+    writer = {
+        "path": WRITER["path"],
+        "configuration": {"bootstrap_servers": "b:9092", "set_topic": False},
+    }
+    with pytest.raises(ConfigurationError, match="publishes nothing"):
+        config.parse({"writer": writer}, "relay.yml").writer.build()
+
+
+def test_the_transaction_topic_needs_the_debezium_format() -> None:
+    writer = {
+        "path": WRITER["path"],
+        "configuration": {
+            "bootstrap_servers": "b:9092",
+            "table_topics": {"format": "json", "transaction_topic": True},
+        },
+    }
+    with pytest.raises(ConfigurationError, match="transaction_topic needs format: debezium"):
+        config.parse({"writer": writer}, "relay.yml")
