@@ -271,9 +271,24 @@ def set_inspect(options: GlobalOptions, name: str) -> None:
 @click.argument("name")
 @click.option("--relay-role", metavar="ROLE", help="The role pgshovel-relay logs in as.")
 @click.option("--worker-role", metavar="ROLE", help="The role pgshovel-replicate logs in as.")
+@click.option(
+    "--relay-reads-tables",
+    is_flag=True,
+    help="The relay snapshots table topics (table_topics.snapshot): it reads the set's tables.",
+)
+@click.option(
+    "--relay-waits-for-standbys",
+    is_flag=True,
+    help="The relay publishes failover-safe (standbys:): it reads pg_stat_replication.",
+)
 @click.pass_obj
 def set_grants(
-    options: GlobalOptions, name: str, relay_role: str | None, worker_role: str | None
+    options: GlobalOptions,
+    name: str,
+    relay_role: str | None,
+    worker_role: str | None,
+    relay_reads_tables: bool,
+    relay_waits_for_standbys: bool,
 ) -> None:
     """Print the GRANTs a relay's and a worker's own roles need in set NAME's database.
 
@@ -293,6 +308,10 @@ def set_grants(
         statements = []
         if relay_role:
             statements += grants.relay_grants(options.cluster, database, relay_role)
+            if relay_reads_tables:
+                statements += grants.table_readers(configuration, relay_role)
+            if relay_waits_for_standbys:
+                statements.append(grants.standby_watcher(relay_role))
         if worker_role:
             statements += grants.worker_grants(
                 options.cluster, configuration, database, worker_role

@@ -74,6 +74,28 @@ def relay_grants(cluster: str, database: str, role: str) -> list[sql.Composable]
     ]
 
 
+def table_readers(
+    configuration: configuration_pb2.ReplicationSetConfiguration, role: str
+) -> list[sql.Composable]:
+    """SELECT on the set's tables (and USAGE on their schemas) for ``role``."""
+    grantee = sql.Identifier(role)
+    schemas = sorted({table.schema or "public" for table in configuration.tables})
+    tables = [
+        sql.Identifier(table.schema or "public", table.name) for table in configuration.tables
+    ]
+    return [
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+            sql.SQL(", ").join(sql.Identifier(schema) for schema in schemas), grantee
+        ),
+        sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(tables), grantee),
+    ]
+
+
+def standby_watcher(role: str) -> sql.Composable:
+    """What failover-safe publishing needs: the replay positions in pg_stat_replication."""
+    return sql.SQL("GRANT pg_monitor TO {}").format(sql.Identifier(role))
+
+
 def worker_grants(
     cluster: str,
     configuration: configuration_pb2.ReplicationSetConfiguration,
