@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+from kazoo.client import KazooClient
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
 from pgshovel.admin import acls, catalog, failover, grants, inspect, planning, tail
@@ -38,15 +39,17 @@ def _apply(
         context = planning.Context(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
         )
-        plan = build(context)
-        if dry_run:
-            click.echo(
-                render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn)))
-            )
-            click.echo("dry run: nothing was changed")
-            return
-        execute(plan, connections, client)
-        click.echo(f"done: {plan.summary}")
+        _carry_out(build(context), client, connections, dry_run)
+
+
+def _carry_out(plan: Plan, client: KazooClient, connections: Connections, dry_run: bool) -> None:
+    """Print the plan (``dry_run``) or apply it."""
+    if dry_run:
+        click.echo(render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn))))
+        click.echo("dry run: nothing was changed")
+        return
+    execute(plan, connections, client)
+    click.echo(f"done: {plan.summary}")
 
 
 def _report(options: GlobalOptions, report: Callable[[planning.Context], str]) -> None:
@@ -224,14 +227,7 @@ def set_failover(
                 moved=lambda: failover.point_at(client, context, name, new_dsn),
             )
         plan = failover.plan_failover(context, name, new_dsn, old_dsn, accept_divergence)
-        if dry_run:
-            click.echo(
-                render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn)))
-            )
-            click.echo("dry run: nothing was changed")
-            return
-        execute(plan, connections, client)
-        click.echo(f"done: {plan.summary}")
+        _carry_out(plan, client, connections, dry_run)
 
 
 @set_group.command("drop")

@@ -189,23 +189,9 @@ class StreamValidator:
         if self._state is not State.OPEN or len(self._mutations) < max(at_least, 1):
             return None
         begin = self._begin
-        if begin is None or self._publisher is None:  # pragma: no cover - OPEN has both
+        if begin is None:  # pragma: no cover - OPEN always has a Begin
             return None
-        part = CommittedBatch(
-            node=self._batch_node,
-            batch_id=self._batch_id,
-            begin=begin,
-            mutations=tuple(self._mutations),
-            markers=tuple(self._markers),
-            position=StreamPosition(
-                offset=self._last_offset,
-                publisher=self._publisher,
-                sequence=self._sequence,
-                epoch=self._epoch,
-                committed=tuple(self._committed.items()),
-            ),
-            complete=False,
-        )
+        part = self._held(begin, self._last_offset, complete=False)
         self._mutations = []
         self._markers = []
         self._parts_out = True
@@ -316,21 +302,7 @@ class StreamValidator:
         if begin is None:  # pragma: no cover - OPEN always has a Begin
             raise self._error("open batch lost its begin", offset, message)
         self._committed[self._batch_node] = self._batch_id
-        header = message.header
-        batch = CommittedBatch(
-            node=self._batch_node,
-            batch_id=self._batch_id,
-            begin=begin,
-            mutations=tuple(self._mutations),
-            markers=tuple(self._markers),
-            position=StreamPosition(
-                offset=offset,
-                publisher=header.publisher,
-                sequence=header.sequence,
-                epoch=header.epoch,
-                committed=tuple(self._committed.items()),
-            ),
-        )
+        batch = self._held(begin, offset, complete=True)
         self.statistics.batches_committed += 1
         self._discard(committed=True)
         return batch
@@ -376,6 +348,25 @@ class StreamValidator:
         )
 
     # Helpers.
+
+    def _held(self, begin: stream_pb2.Begin, offset: int, complete: bool) -> CommittedBatch:
+        """The open batch's mutations and markers held so far, positioned at ``offset`` (the
+        current publisher's last message)."""
+        return CommittedBatch(
+            node=self._batch_node,
+            batch_id=self._batch_id,
+            begin=begin,
+            mutations=tuple(self._mutations),
+            markers=tuple(self._markers),
+            position=StreamPosition(
+                offset=offset,
+                publisher=self._publisher or b"",
+                sequence=self._sequence,
+                epoch=self._epoch,
+                committed=tuple(self._committed.items()),
+            ),
+            complete=complete,
+        )
 
     def _check_batch(self, offset: int, message: stream_pb2.Message) -> None:
         batch = message.operation.batch

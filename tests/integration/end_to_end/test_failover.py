@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -249,7 +249,8 @@ def disconnect(standby: Server) -> None:
     )
 
 
-def test_planned_switchover_moves_relay_and_worker_without_a_restart(
+@pytest.fixture
+def start_run(
     sandbox: SandboxConnection,
     servers: tuple[Server, Server],
     make_database: Any,
@@ -258,12 +259,32 @@ def test_planned_switchover_moves_relay_and_worker_without_a_restart(
     kafka_config: dict[str, str],
     tmp_path: Path,
     processes: Processes,
+) -> Callable[[list[str]], tuple[Run, str]]:
+    """Start the set, relay (with ``standbys``) and worker on the primary; (run, target)."""
+
+    def start(standbys: list[str]) -> tuple[Run, str]:
+        target = make_database("target")
+        run = Run(
+            sandbox,
+            zookeeper,
+            cluster_name,
+            servers[0],
+            target,
+            tmp_path,
+            processes,
+            kafka_config,
+            standbys,
+        )
+        return run, target
+
+    return start
+
+
+def test_planned_switchover_moves_relay_and_worker_without_a_restart(
+    servers: tuple[Server, Server], start_run: Callable[[list[str]], tuple[Run, str]]
 ) -> None:
     primary, standby = servers
-    target = make_database("target")
-    run = Run(
-        sandbox, zookeeper, cluster_name, primary, target, tmp_path, processes, kafka_config, []
-    )
+    run, target = start_run([])
     writers = Writers(primary.dsn(), "before")
     try:
         run.wait_streaming()
@@ -288,29 +309,11 @@ def test_planned_switchover_moves_relay_and_worker_without_a_restart(
 @pytest.mark.parametrize("safe", [True, False], ids=["failover-safe", "asynchronous"])
 def test_unplanned_failover_is_exact_with_safe_publishing_and_detected_without(
     safe: bool,
-    sandbox: SandboxConnection,
     servers: tuple[Server, Server],
-    make_database: Any,
-    zookeeper: KazooClient,
-    cluster_name: str,
-    kafka_config: dict[str, str],
-    tmp_path: Path,
-    processes: Processes,
+    start_run: Callable[[list[str]], tuple[Run, str]],
 ) -> None:
     primary, standby = servers
-    target = make_database("target")
-    standbys = [standby.name] if safe else []
-    run = Run(
-        sandbox,
-        zookeeper,
-        cluster_name,
-        primary,
-        target,
-        tmp_path,
-        processes,
-        kafka_config,
-        standbys,
-    )
+    run, target = start_run([standby.name] if safe else [])
     writers = Writers(primary.dsn(), "before")
     try:
         run.wait_streaming()
