@@ -184,7 +184,9 @@ def test_relay_killed_mid_run_loses_nothing(
         while not done.is_set():
             relay = RelayProcess(sandbox, cluster_name, config, tmp_path / f"relay{restarts}.log")
             wait_for(lambda: "leading" in relay.output(), 30, "the relay to lead")  # noqa: B023
-            done.wait(random.uniform(0.3, 1.0))
+            # Killed while it publishes: once it has published a batch, wherever it is then.
+            wait_for(lambda: "batch " in relay.output() or done.is_set(), 30, "a batch")  # noqa: B023
+            done.wait(random.uniform(0.1, 0.6))
             relay.kill()  # kill -9, wherever it is
             restarts += 1
         relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
