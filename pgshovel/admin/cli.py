@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
 from pgshovel.admin import acls, catalog, failover, grants, inspect, planning, tail
 from pgshovel.admin import requests as admin_requests
+from pgshovel.admin import wait as set_waiting
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, render
 from pgshovel.admin.twophase import execute
@@ -228,6 +229,32 @@ def set_failover(
             )
         plan = failover.plan_failover(context, name, new_dsn, old_dsn, accept_divergence)
         _carry_out(plan, client, connections, dry_run)
+
+
+@set_group.command("wait")
+@click.argument("name")
+@click.argument("txid", type=click.IntRange(min=1))
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait.",
+)
+@click.pass_obj
+def set_wait(options: GlobalOptions, name: str, txid: int, timeout: float) -> None:
+    """Wait until source transaction TXID (txid_current()) is applied in every copy of NAME.
+
+    Exit 0 when every running worker's copy holds it, 1 on timeout, 2 at once
+    when the transaction rolled back in the source (it will never be applied).
+    """
+    names.validate_set_name(name)
+    with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
+        store = zookeeper.ClusterStore(client, options.cluster)
+        source = connections.get(store.read_set(name).value.database.dsn)
+        status, message = set_waiting.wait(client, source, options.cluster, name, txid, timeout)
+    click.echo(message)
+    click.get_current_context().exit(status)
 
 
 @set_group.command("drop")

@@ -1,8 +1,8 @@
 """The worker's status in ZooKeeper, for ``set inspect``: one ephemeral node per running worker.
 
 ``/<cluster>/sets/<set>/workers/<host:pid:id>`` holds a small JSON document
-(target, phase, stream offset, lag, snapshot tasks, when it was written),
-rewritten at most every ``interval`` seconds. The node is ephemeral, so a
+(target, phase, stream offset, lag, snapshot tasks, the applied horizon, when
+it was written), rewritten at most every ``interval`` seconds. The node is ephemeral, so a
 worker that died leaves no status behind; a dropped set is not recreated
 (the parent is created only under an existing set node). ZooKeeper being
 unavailable costs one warning, never the worker.
@@ -28,7 +28,7 @@ from pgshovel.replication.metrics import WorkerMetrics
 
 logger = logging.getLogger(__name__)
 
-INTERVAL_SECONDS = 5.0
+INTERVAL_SECONDS = 1.0
 
 
 def status_document(metrics: WorkerMetrics, target: str, now: float) -> dict[str, Any]:
@@ -42,6 +42,8 @@ def status_document(metrics: WorkerMetrics, target: str, now: float) -> dict[str
         "lag_messages": metrics.lag_messages,
         "batch_lag_seconds": round(metrics.batch_lag_seconds, 3),
         "mutations": metrics.mutations,
+        # read-your-writes (``pgshovel-admin set wait``): what this copy holds
+        "horizon": state.applied_horizon if state is not None and metrics.streaming else "",
         "tasks": [
             {
                 "table": f"{task.schema}.{task.table}",

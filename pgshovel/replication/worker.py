@@ -50,7 +50,8 @@ from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.status import StatusBoard
 from pgshovel.source import TableShape, connect, with_source_connection
-from pgshovel.stream.handoff import HandoffFilter, parse_txid_snapshot
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.handoff import HandoffFilter, Snapshot, parse_txid_snapshot
 from pgshovel.stream.plan import (
     BatchChanges,
     MicroBatchPlan,
@@ -72,6 +73,13 @@ def read_table_shapes(
         return catalog.set_shapes(connection, set_configuration)
     finally:
         connection.close()
+
+
+def end_horizon(batch: CommittedBatch) -> str:
+    """The txid snapshot of the batch's end tick (text), "" when the relay sent none: every
+    transaction visible in it had its events in this batch or an earlier one."""
+    end = batch.begin.end
+    return Snapshot.from_protobuf(end.snapshot).to_text() if end.HasField("snapshot") else ""
 
 
 def _sleeper(should_stop: Callable[[], bool]) -> Callable[[float], None]:
@@ -329,7 +337,10 @@ class Worker:
                 in_parts += len(batches[-1].mutations)
                 continue
             state = state.replace(
-                position=batches[-1].position, tables=plan.tables, broken=plan.broken
+                position=batches[-1].position,
+                tables=plan.tables,
+                broken=plan.broken,
+                horizon=end_horizon(batches[-1]) or state.horizon,
             )
             if snapshots is not None:
                 state = snapshots.with_tasks_of(plan, state)

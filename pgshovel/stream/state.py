@@ -96,7 +96,8 @@ class WorkerState:
     of ``position`` (empty in a state written before pgshovel 0.2: then the source
     catalog tells), ``broken`` the tables whose capture stopped following the set
     (their mutations are skipped until a remedy copies them again), ``tasks`` the
-    incremental snapshots under way.
+    incremental snapshots under way, ``horizon`` the txid snapshot of the last
+    applied batch's end tick (text; empty before the first batch).
     """
 
     phase: Phase
@@ -106,10 +107,17 @@ class WorkerState:
     tables: tuple[TableShape, ...] = ()
     broken: tuple[tuple[str, str], ...] = ()
     tasks: tuple[SnapshotTask, ...] = ()
+    horizon: str = ""
 
     @property
     def next_offset(self) -> int:
         return self.start_offset if self.position is None else self.position.offset + 1
+
+    @property
+    def applied_horizon(self) -> str:
+        """A txid snapshot whose visible transactions are all in the copy: the last applied
+        batch's end tick, or before any batch the snapshot the copy was loaded from."""
+        return self.horizon or self.snapshot
 
     def table(self, schema: str, name: str) -> TableShape | None:
         for table in self.tables:
@@ -212,6 +220,7 @@ def to_document(state: WorkerState) -> dict[str, Any]:
         "tables": [shape_to_document(table) for table in state.tables],
         "broken": [list(name) for name in state.broken],
         "tasks": [task_to_document(task) for task in state.tasks],
+        "horizon": state.horizon,
     }
 
 
@@ -225,4 +234,5 @@ def from_document(document: dict[str, Any]) -> WorkerState:
         tables=tuple(shape_from_document(item) for item in document.get("tables") or ()),
         broken=tuple((str(schema), str(name)) for schema, name in document.get("broken") or ()),
         tasks=tuple(task_from_document(item) for item in document.get("tasks") or ()),
+        horizon=str(document.get("horizon") or ""),
     )

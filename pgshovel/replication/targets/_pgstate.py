@@ -65,23 +65,78 @@ ON CONFLICT (cluster, set_name) DO UPDATE SET
 _EXTEND = sql.SQL(
     "ALTER TABLE {} ADD COLUMN IF NOT EXISTS tables jsonb NOT NULL DEFAULT '[]', "
     "ADD COLUMN IF NOT EXISTS broken jsonb NOT NULL DEFAULT '[]', "
-    "ADD COLUMN IF NOT EXISTS tasks jsonb NOT NULL DEFAULT '[]'"
+    "ADD COLUMN IF NOT EXISTS tasks jsonb NOT NULL DEFAULT '[]', "
+    "ADD COLUMN IF NOT EXISTS horizon text NOT NULL DEFAULT ''"
 ).format(_TABLE)
 
 _SELECT_EXTENSION = sql.SQL(
-    "SELECT tables, broken, tasks FROM {} WHERE cluster = %s AND set_name = %s"
+    "SELECT tables, broken, tasks, horizon FROM {} WHERE cluster = %s AND set_name = %s"
 ).format(_TABLE)
 
 _UPDATE_EXTENSION = sql.SQL(
-    "UPDATE {} SET tables = %s::jsonb, broken = %s::jsonb, tasks = %s::jsonb "
+    "UPDATE {} SET tables = %s::jsonb, broken = %s::jsonb, tasks = %s::jsonb, horizon = %s "
     "WHERE cluster = %s AND set_name = %s"
 ).format(_TABLE)
 
+#: Read-your-writes for applications (README "Read-your-writes"): is a source transaction's
+#: effect in this copy, and wait until it is. A transaction is applied once it is visible in
+#: the horizon of the last batch applied (the end tick's txid snapshot).
+_FUNCTIONS = sql.SQL(
+    """
+CREATE OR REPLACE FUNCTION {schema}.applied(txid bigint, set_name text DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
+DECLARE
+    horizons text[];
+BEGIN
+    SELECT array_agg(CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)
+      INTO horizons
+      FROM {table} s
+     WHERE s.phase = 'streaming' AND ($2 IS NULL OR s.set_name = $2);
+    IF horizons IS NULL THEN
+        RAISE EXCEPTION 'pgshovel: no set % is streaming into this database',
+            coalesce(quote_literal($2), '(any)')
+            USING HINT = 'wait for the worker to finish its snapshot, or check the set name';
+    END IF;
+    IF cardinality(horizons) > 1 THEN
+        RAISE EXCEPTION 'pgshovel: % sets stream into this database', cardinality(horizons)
+            USING HINT = 'name one: applied(txid, set_name)';
+    END IF;
+    RETURN txid_visible_in_snapshot($1, horizons[1]::txid_snapshot);
+END
+$f$;
+CREATE OR REPLACE FUNCTION {schema}.wait_applied(
+    txid bigint, timeout interval DEFAULT '30 seconds', set_name text DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+    deadline timestamptz := clock_timestamp() + $2;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'pgshovel: wait_applied needs READ COMMITTED (each check needs a new '
+            'snapshot to see the worker''s commits), not %',
+            current_setting('transaction_isolation');
+    END IF;
+    LOOP
+        IF {schema}.applied($1, $3) THEN
+            RETURN true;
+        END IF;
+        IF clock_timestamp() >= deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+END
+$f$;
+"""
+)
+
 
 def create(cursor: Cursor) -> None:
+    # Workers of several sets may start at once on one target: one creates at a time.
+    cursor.execute("SELECT pg_advisory_xact_lock(hashtext('pgshovel_replication schema'))")
     cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STATE_SCHEMA)))
     cursor.execute(_CREATE)
     cursor.execute(_EXTEND)
+    cursor.execute(_FUNCTIONS.format(schema=sql.Identifier(STATE_SCHEMA), table=_TABLE))
 
 
 def lock(cursor: Cursor, cluster: str, set_name: str) -> None:
@@ -113,7 +168,7 @@ def read(cursor: Cursor, cluster: str, set_name: str) -> WorkerState | None:
             ),
         )
     cursor.execute(_SELECT_EXTENSION, (cluster, set_name))
-    tables, broken, tasks = cursor.fetchone() or ([], [], [])
+    tables, broken, tasks, horizon = cursor.fetchone() or ([], [], [], "")
     extension = from_document(
         {
             "phase": phase,
@@ -122,6 +177,7 @@ def read(cursor: Cursor, cluster: str, set_name: str) -> WorkerState | None:
             "tables": tables,
             "broken": broken,
             "tasks": tasks,
+            "horizon": horizon,
         }
     )
     return extension.replace(position=position)
@@ -152,6 +208,7 @@ def write(cursor: Cursor, cluster: str, set_name: str, state: WorkerState) -> No
             json.dumps(document["tables"]),
             json.dumps(document["broken"]),
             json.dumps(document["tasks"]),
+            state.horizon,
             cluster,
             set_name,
         ),

@@ -50,6 +50,7 @@ from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
 from pgshovel.replication.targets import _parquet_tables as tables
 from pgshovel.settings import NonEmptyText
 from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
+from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
 from pgshovel.stream.state import WorkerState
 
@@ -333,6 +334,15 @@ def _state(path: str) -> tuple[WorkerState, dict[str, str]]:
     if not state_path.exists():
         raise ConfigurationError(f"{path} holds no replicated data yet (no {STATE_FILE})")
     return _files.state_from_document(json.loads(state_path.read_text()))
+
+
+def applied(path: str, txid: int) -> bool:
+    """Read-your-writes: whether source transaction ``txid``'s effect is in the copy at
+    ``path`` (it is visible in the horizon of the last batch the state file commits)."""
+    state, _ = _state(path)
+    if state.phase != "streaming":
+        return False
+    return is_visible(txid, parse_txid_snapshot(state.applied_horizon))
 
 
 def current_path(path: str, schema: str, table: str) -> str:
