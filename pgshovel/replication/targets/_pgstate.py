@@ -109,14 +109,23 @@ CREATE OR REPLACE FUNCTION {schema}.wait_applied(
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
     deadline timestamptz := clock_timestamp() + $2;
+    done boolean;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'pgshovel: wait_applied needs READ COMMITTED (each check needs a new '
             'snapshot to see the worker''s commits), not %',
             current_setting('transaction_isolation');
     END IF;
+    PERFORM {schema}.applied($1, $3);  -- the errors: no such set, several sets
     LOOP
-        IF {schema}.applied($1, $3) THEN
+        -- A query with FROM: each run takes a new snapshot and sees the worker's commits
+        -- (a plain expression would keep the one it started with).
+        SELECT bool_and(txid_visible_in_snapshot(
+                   $1, (CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)::txid_snapshot))
+          INTO done
+          FROM {table} s
+         WHERE s.phase = 'streaming' AND ($3 IS NULL OR s.set_name = $3);
+        IF done THEN
             RETURN true;
         END IF;
         IF clock_timestamp() >= deadline THEN
