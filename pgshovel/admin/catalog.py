@@ -60,6 +60,19 @@ def schema_exists(conn: connection, schema: str) -> bool:
     return found is not None
 
 
+def in_inheritance_tree(conn: connection, schema: str, table: str) -> bool:
+    """Is the table an inheritance parent, child or partition (see install.TableCapture)?"""
+    found = _one(
+        conn,
+        "SELECT 1 FROM pg_catalog.pg_inherits i "
+        "JOIN pg_catalog.pg_class c ON c.oid IN (i.inhrelid, i.inhparent) "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s LIMIT 1",
+        (schema, table),
+    )
+    return found is not None
+
+
 def queue_exists(conn: connection, queue: str) -> bool:
     if extension_schema(conn, "pgq") is None:
         return False

@@ -75,6 +75,7 @@ def _resolve_tables(
             Catalog(conn).table(table.schema, table.name),
             allow_unkeyed=configuration.allow_unkeyed,
             database=database,
+            in_inheritance_tree=catalog.in_inheritance_tree(conn, table.schema, table.name),
         )
         for table in configuration.tables
     ]
