@@ -428,19 +428,24 @@ typedef struct EventBatch
 	int			nslots;
 	MemoryContext context;		/* the pending events; reset after each write */
 	MemoryContext statement;	/* what lasts the whole call: the slots */
+	int			capacity;		/* events a batch holds: BATCH_EVENTS, or the rows if fewer */
 	int			count;			/* pending events */
 	Size		bytes;			/* their data */
-	char	   *types[BATCH_EVENTS];
-	text	   *data[BATCH_EVENTS];
+	char	  **types;
+	text	  **data;
 } EventBatch;
 
 static void
-batch_begin(EventBatch *batch, QueueEntry *entry, Datum name, Relation rel, Trigger *trigger)
+batch_begin(EventBatch *batch, QueueEntry *entry, Datum name, Relation rel, Trigger *trigger,
+			int64 rows)
 {
 	int			i;
 
-	MemSet(batch, 0, offsetof(EventBatch, types));
+	MemSet(batch, 0, sizeof(EventBatch));
 	batch->entry = entry;
+	batch->capacity = (int) Min(rows, BATCH_EVENTS);
+	batch->types = palloc(sizeof(char *) * batch->capacity);
+	batch->data = palloc(sizeof(text *) * batch->capacity);
 	load_queue(entry, name);
 	if (entry->disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 		ereport(ERROR,
@@ -462,12 +467,16 @@ batch_begin(EventBatch *batch, QueueEntry *entry, Datum name, Relation rel, Trig
 		batch->events = table_open(entry->table_oid, RowExclusiveLock);
 		batch->event_desc = RelationGetDescr(batch->events);
 		/*
-		 * Kept pinned on the page being filled, but without the bulk-write
-		 * ring: the queue's pages are read again soon, by the consumer.
+		 * Several events: kept pinned on the page being filled, but without
+		 * the bulk-write ring (the queue's pages are read again soon, by the
+		 * consumer).
 		 */
-		batch->bulk = GetBulkInsertState();
-		FreeAccessStrategy(batch->bulk->strategy);
-		batch->bulk->strategy = NULL;
+		if (rows > 1)
+		{
+			batch->bulk = GetBulkInsertState();
+			FreeAccessStrategy(batch->bulk->strategy);
+			batch->bulk->strategy = NULL;
+		}
 		indexes = RelationGetIndexList(batch->events);
 		batch->indexes = palloc0(sizeof(Relation) * Max(list_length(indexes), 1));
 		batch->index_info = palloc0(sizeof(IndexInfo *) * Max(list_length(indexes), 1));
@@ -479,12 +488,16 @@ batch_begin(EventBatch *batch, QueueEntry *entry, Datum name, Relation rel, Trig
 			batch->index_info[batch->nindexes] = BuildIndexInfo(index);
 			batch->nindexes++;
 		}
-		batch->slots = palloc0(sizeof(TupleTableSlot *) * BATCH_EVENTS);
+		batch->slots = palloc0(sizeof(TupleTableSlot *) * batch->capacity);
 	}
 	batch->statement = CurrentMemoryContext;
-	/* one block kept across batches: no new memory from the system for each */
-	batch->context = AllocSetContextCreate(CurrentMemoryContext, "pgshovel capture batch",
-										   1024 * 1024, 1024 * 1024, 8 * 1024 * 1024);
+	/* several batches: one block kept across them, no new memory from the system for each */
+	if (rows > BATCH_EVENTS)
+		batch->context = AllocSetContextCreate(CurrentMemoryContext, "pgshovel capture batch",
+											   1024 * 1024, 1024 * 1024, 8 * 1024 * 1024);
+	else
+		batch->context = AllocSetContextCreate(CurrentMemoryContext, "pgshovel capture batch",
+											   ALLOCSET_DEFAULT_SIZES);
 }
 
 /* One more event; ``data`` is copied into the batch's memory. */
@@ -509,7 +522,7 @@ batch_add(EventBatch *batch, char *type, StringInfo data)
 static bool
 batch_full(EventBatch *batch)
 {
-	return batch->count >= BATCH_EVENTS || batch->bytes >= BATCH_BYTES;
+	return batch->count >= batch->capacity || batch->bytes >= BATCH_BYTES;
 }
 
 /* Write the pending events, in the order they were added. */
@@ -610,7 +623,8 @@ batch_end(EventBatch *batch)
 		ExecDropSingleTupleTableSlot(batch->slots[i]);
 	for (i = 0; i < batch->nindexes; i++)
 		index_close(batch->indexes[i], NoLock);
-	FreeBulkInsertState(batch->bulk);
+	if (batch->bulk != NULL)
+		FreeBulkInsertState(batch->bulk);
 	table_close(batch->events, NoLock);
 }
 
@@ -888,15 +902,17 @@ render_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
  * tree: a statement on a parent fires no statement trigger of its children
  * (their rows would be missed), and a parent's transition tables hold its
  * children's rows too (they would be captured as the parent's). pgshovel-admin
- * gives such tables row triggers; this catches a tree grown since.
+ * gives such tables row triggers, and the set's row trigger with a transition
+ * table that never fires keeps a table with statement triggers from becoming
+ * a child or a partition (PostgreSQL refuses); this catches one that became a
+ * parent since (a flag in the relation's cache: no catalog read otherwise).
  */
 static void
 check_statement_capture(Relation rel)
 {
-	Oid			relid = RelationGetRelid(rel);
-
-	if (rel->rd_rel->relispartition || has_superclass(relid)
-		|| (rel->rd_rel->relhassubclass && find_inheritance_children(relid, NoLock) != NIL))
+	if (rel->rd_rel->relispartition
+		|| (rel->rd_rel->relhassubclass
+			&& find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("pgshovel capture: table \"%s.%s\" is in an inheritance tree, where its statement triggers cannot capture exactly its rows",
@@ -989,7 +1005,8 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 		return;
 
 	batch = palloc(sizeof(EventBatch));
-	batch_begin(batch, entry, name, rel, trigdata->tg_trigger);
+	batch_begin(batch, entry, name, rel, trigdata->tg_trigger,
+				tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows));
 	if (old_rows != NULL)
 		old_slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
 	if (new_rows != NULL)
@@ -1004,12 +1021,22 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 
 		while (!batch_full(batch))
 		{
-			bool		have_old = old_rows != NULL
-				&& tuplestore_gettupleslot(old_rows, true, false, old_slot);
-			bool		have_new = new_rows != NULL
-				&& tuplestore_gettupleslot(new_rows, true, false, new_slot);
+			bool		have_old;
+			bool		have_new;
 			int			old_start = 0;
 			int			old_length = 0;
+
+			/*
+			 * Not into the batch's memory: a tuplestore spilled to disk reads
+			 * each row into new memory that the slot frees at the next row,
+			 * maybe after the batch's memory was reset.
+			 */
+			MemoryContextSwitchTo(previous);
+			have_old = old_rows != NULL
+				&& tuplestore_gettupleslot(old_rows, true, false, old_slot);
+			have_new = new_rows != NULL
+				&& tuplestore_gettupleslot(new_rows, true, false, new_slot);
+			MemoryContextSwitchTo(batch->context);
 
 			if (!have_old && !have_new)
 			{

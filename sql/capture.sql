@@ -23,6 +23,9 @@
 -- tables pgshovel_old and pgshovel_new: one event per row, in the order the
 -- statement changed them (an UPDATE's old and new rows pair up by position).
 -- Row triggers (tables in an inheritance tree) write the row they fire for.
+-- A transition table's row is o.* / n.*: a bare o or n would be a column of
+-- that name where the table has one; the variables win over the table's
+-- columns in the queries (#variable_conflict use_variable).
 --
 -- hstore(record) renders each column with its output function in C, so values
 -- are exactly PostgreSQL's text; the SET clauses pin every setting that changes
@@ -38,6 +41,7 @@ SET timezone = 'UTC'
 SET extra_float_digits = 1
 SET bytea_output = 'hex'
 AS $pgshovel$
+#variable_conflict use_variable
 DECLARE
     old_row text;
     new_row text;
@@ -61,8 +65,8 @@ BEGIN
         END IF;
         IF TG_OP = 'INSERT' THEN
             FOR new_row IN
-                SELECT {hstore}.hstore_to_json(CASE WHEN columns IS NULL THEN {hstore}.hstore(n)
-                    ELSE {hstore}.slice({hstore}.hstore(n), columns) END)
+                SELECT {hstore}.hstore_to_json(CASE WHEN columns IS NULL THEN {hstore}.hstore(n.*)
+                    ELSE {hstore}.slice({hstore}.hstore(n.*), columns) END)
                 FROM pgshovel_new n
             LOOP
                 PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || ']',
@@ -73,12 +77,12 @@ BEGIN
                 SELECT o.row, n.row
                 FROM (SELECT row_number() OVER () AS position,
                              {hstore}.hstore_to_json(CASE WHEN columns IS NULL
-                                 THEN {hstore}.hstore(o) ELSE {hstore}.slice({hstore}.hstore(o), columns)
+                                 THEN {hstore}.hstore(o.*) ELSE {hstore}.slice({hstore}.hstore(o.*), columns)
                                  END)::text AS row
                       FROM pgshovel_old o) o
                 JOIN (SELECT row_number() OVER () AS position,
                              {hstore}.hstore_to_json(CASE WHEN columns IS NULL
-                                 THEN {hstore}.hstore(n) ELSE {hstore}.slice({hstore}.hstore(n), columns)
+                                 THEN {hstore}.hstore(n.*) ELSE {hstore}.slice({hstore}.hstore(n.*), columns)
                                  END)::text AS row
                       FROM pgshovel_new n) n USING (position)
                 ORDER BY position
@@ -89,8 +93,8 @@ BEGIN
             END LOOP;
         ELSE
             FOR old_row IN
-                SELECT {hstore}.hstore_to_json(CASE WHEN columns IS NULL THEN {hstore}.hstore(o)
-                    ELSE {hstore}.slice({hstore}.hstore(o), columns) END)
+                SELECT {hstore}.hstore_to_json(CASE WHEN columns IS NULL THEN {hstore}.hstore(o.*)
+                    ELSE {hstore}.slice({hstore}.hstore(o.*), columns) END)
                 FROM pgshovel_old o
             LOOP
                 PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null]',

@@ -177,8 +177,9 @@ def install_triggers(
     """Replace a table's triggers for this set and version.
 
     A plain table gets a statement trigger per event, with transition tables, and under
-    the set's trigger name a row trigger that never fires (``WHEN (false)``): a row
-    trigger with a transition table makes PostgreSQL refuse to make the table an
+    the set's trigger name a row trigger that never fires (``AFTER DELETE ... WHEN
+    (false)``, DELETE sharing the old rows the DELETE statement trigger keeps anyway): a
+    row trigger with a transition table makes PostgreSQL refuse to make the table an
     inheritance child or a partition, whose rows a statement on the parent changes
     without firing the child's statement triggers, and it carries the set's arguments
     for the schema capture (``sql/schema.sql``) and ``set inspect``. A table in an
@@ -209,9 +210,9 @@ def install_triggers(
         new = sql.SQL("NEW TABLE AS {}").format(sql.Identifier(NEW_TABLE))
         statements.append(
             sql.SQL(
-                "CREATE TRIGGER {} AFTER INSERT ON {} REFERENCING {} "
+                "CREATE TRIGGER {} AFTER DELETE ON {} REFERENCING {} "
                 "FOR EACH ROW WHEN (false) EXECUTE FUNCTION {}({})"
-            ).format(sql.Identifier(main), target, new, function, arguments)
+            ).format(sql.Identifier(main), target, old, function, arguments)
         )
         transition = {"INSERT": new, "UPDATE": sql.SQL("{} {}").format(old, new), "DELETE": old}
         for event, suffix in STATEMENT_TRIGGERS.items():

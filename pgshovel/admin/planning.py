@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg2 import sql
 from psycopg2.extensions import connection
 
 import pgshovel
@@ -79,6 +80,17 @@ def _resolve_tables(
         )
         for table in configuration.tables
     ]
+
+
+def _only(
+    configuration: SetConfiguration, table: configuration_pb2.TableConfiguration
+) -> SetConfiguration:
+    """``configuration`` with ``table`` as its only table."""
+    single = SetConfiguration()
+    single.CopyFrom(configuration)
+    del single.tables[:]
+    single.tables.append(table)
+    return single
 
 
 def _set_data(configuration: SetConfiguration) -> tuple[bytes, str]:
@@ -269,7 +281,8 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
 
 
 def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
-    """Reinstall the capture function in every set's database; record this version."""
+    """Reinstall the capture function in every set's database and every set's triggers;
+    record this version."""
     cluster_node = context.store.read_cluster()
     recorded = cluster_node.value.version
     if is_newer(recorded, pgshovel.__version__) and not force:
@@ -279,6 +292,7 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         )
     steps: dict[str, DatabaseStep] = {}
     checks = []
+    notes: list[str] = []
     for set_name in context.store.set_names():
         node = context.store.read_set(set_name)
         checks.append(_check(node))
@@ -288,20 +302,39 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         # would wait on each other's locks.
         key = node_id(conn, context.cluster) or dsn
         if key not in steps:
-            statements = install.base_statements(
+            base = install.base_statements(
                 context.cluster, _hstore_schema(conn, dsn), _capture(conn, dsn)
             )
-            steps[key] = DatabaseStep(dsn, tuple(statements))
-        # Every table's shape, recorded once in the history the relay decodes with.
-        announcements = [
-            schema_capture.announce(
-                context.cluster, set_name, table.schema, table.name, "pgshovel cluster upgrade"
-            )
+            steps[key] = DatabaseStep(dsn, tuple(base))
+        # Every table's triggers as this pgshovel installs them (statement triggers where
+        # they can capture), then its shape, recorded once in the history the relay
+        # decodes with.
+        statements: list[sql.Composable] = []
+        present = [
+            table
             for table in node.value.tables
             if Catalog(conn).table(table.schema, table.name) is not None
         ]
+        version = set_version(node.value)
+        for table in present:
+            try:
+                (resolved,) = _resolve_tables(conn, _only(node.value, table))
+            except ConfigurationError as error:
+                notes.append(
+                    f"set {set_name!r}: triggers of {table.schema!r}.{table.name!r} kept as "
+                    f"they are ({error}); fix the table or the set and run "
+                    "'pgshovel-admin set update'"
+                )
+                continue
+            statements += install.install_triggers(context.cluster, set_name, version, resolved)
+        statements += [
+            schema_capture.announce(
+                context.cluster, set_name, table.schema, table.name, "pgshovel cluster upgrade"
+            )
+            for table in present
+        ]
         step = steps[key]
-        steps[key] = DatabaseStep(step.dsn, (*step.statements, *announcements))
+        steps[key] = DatabaseStep(step.dsn, (*step.statements, *statements))
     upgraded = configuration_pb2.ClusterConfiguration(version=pgshovel.__version__)
     return Plan(
         summary=(
@@ -320,4 +353,5 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
             ),
             *checks,
         ),
+        notes=tuple(notes),
     )
