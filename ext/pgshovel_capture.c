@@ -53,11 +53,14 @@
 #include "access/heapam.h"
 #include "access/hio.h"
 #include "access/htup_details.h"
+#include "access/skey.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
@@ -76,6 +79,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/bytea.h"
+#include "utils/datum.h"
 #include "utils/float.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -84,6 +88,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "pgtime.h"
@@ -98,12 +103,16 @@ PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(pgshovel_capture);
 
+/* pgq.queue's columns a transaction reads, in this order (QUEUE_SQL's too). */
+#define QUEUE_COLUMNS 6
+static const char *const queue_columns[QUEUE_COLUMNS] = {
+	"queue_id", "queue_data_pfx", "queue_cur_table", "queue_event_seq",
+	"queue_disable_insert", "queue_per_tx_limit"
+};
+
 #define QUEUE_SQL \
-	"SELECT queue_id, queue_data_pfx, queue_cur_table," \
-	" queue_event_seq::pg_catalog.regclass::pg_catalog.oid," \
-	" queue_disable_insert, queue_per_tx_limit," \
-	" (queue_data_pfx OPERATOR(pg_catalog.||) '_'" \
-	" OPERATOR(pg_catalog.||) queue_cur_table)::pg_catalog.regclass::pg_catalog.oid" \
+	"SELECT queue_id, queue_data_pfx, queue_cur_table, queue_event_seq," \
+	" queue_disable_insert, queue_per_tx_limit" \
 	" FROM pgq.queue WHERE queue_name OPERATOR(pg_catalog.=) $1"
 
 #define NAME_SIZE 256
@@ -302,17 +311,94 @@ direct_insert(QueueEntry *entry, Datum *values, const char *nulls)
 	table_close(rel, NoLock);
 }
 
-/* Read the queue's row once per transaction; SPI must be connected. */
-static void
-load_queue(QueueEntry *entry, Datum name)
+/*
+ * The queue's row in pgq.queue straight through its queue_name index, under
+ * the statement's snapshot, as the kept SELECT would read it (no executor to
+ * start for one row). Returns -1 when it cannot (no such index, no SELECT
+ * privilege, row security, no snapshot): the caller then runs the SELECT.
+ * The text values are copied into the current memory context.
+ */
+static int
+read_queue_row(const char *name, Datum *values, bool *nulls)
 {
-	Datum		values[1];
-	HeapTuple	row;
-	TupleDesc	desc;
-	bool		isnull;
+	Oid			namespace = get_namespace_oid("pgq", true);
+	Oid			relid = OidIsValid(namespace) ? get_relname_relid("queue", namespace) : InvalidOid;
+	AttrNumber	columns[QUEUE_COLUMNS];
+	AttrNumber	name_column;
+	Relation	rel;
+	Relation	index = NULL;
+	List	   *indexes;
+	ListCell   *cell;
+	ScanKeyData key;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	int			found;
+	int			i;
 
-	if (entry->lxid == MyProc->lxid)
-		return;
+	if (!OidIsValid(relid) || !ActiveSnapshotSet()
+		|| pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return -1;
+	name_column = get_attnum(relid, "queue_name");
+	for (i = 0; i < QUEUE_COLUMNS; i++)
+	{
+		columns[i] = get_attnum(relid, queue_columns[i]);
+		if (columns[i] == InvalidAttrNumber)
+			return -1;
+	}
+	rel = table_open(relid, AccessShareLock);
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity
+		|| name_column == InvalidAttrNumber)
+	{
+		table_close(rel, NoLock);
+		return -1;
+	}
+	indexes = RelationGetIndexList(rel);
+	foreach(cell, indexes)
+	{
+		Relation	candidate = index_open(lfirst_oid(cell), AccessShareLock);
+
+		if (index == NULL && candidate->rd_rel->relam == BTREE_AM_OID
+			&& candidate->rd_index->indisvalid && candidate->rd_index->indnatts == 1
+			&& candidate->rd_index->indkey.values[0] == name_column
+			&& candidate->rd_indexprs == NIL && RelationGetIndexPredicate(candidate) == NIL
+			&& candidate->rd_opcintype[0] == TEXTOID)
+			index = candidate;
+		else
+			index_close(candidate, NoLock);
+	}
+	if (index == NULL)
+	{
+		table_close(rel, NoLock);
+		return -1;
+	}
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot) ? 1 : 0;
+	for (i = 0; found && i < QUEUE_COLUMNS; i++)
+	{
+		Form_pg_attribute attribute = TupleDescAttr(RelationGetDescr(rel), columns[i] - 1);
+
+		values[i] = slot_getattr(slot, columns[i], &nulls[i]);
+		if (!nulls[i])
+			values[i] = datumCopy(values[i], attribute->attbyval, attribute->attlen);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/* The same through the kept SELECT; SPI must be connected. */
+static bool
+select_queue_row(Datum name, Datum *values, bool *nulls)
+{
+	Datum		arguments[1] = {name};
+	int			i;
+
 	if (queue_plan == NULL)
 	{
 		Oid			types[1] = {TEXTOID};
@@ -324,50 +410,69 @@ load_queue(QueueEntry *entry, Datum name)
 		SPI_keepplan(plan);
 		queue_plan = plan;
 	}
-	values[0] = name;
-	if (SPI_execute_plan(queue_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(queue_plan, arguments, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "pgshovel capture: reading pgq.queue failed");
 	if (SPI_processed == 0)
+		return false;
+	for (i = 0; i < QUEUE_COLUMNS; i++)
+		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1,
+								  &nulls[i]);
+	return true;
+}
+
+/* Read the queue's row once per transaction; SPI must be connected. */
+static void
+load_queue(QueueEntry *entry, Datum name)
+{
+	Datum		values[QUEUE_COLUMNS];
+	bool		nulls[QUEUE_COLUMNS];
+	int			found;
+
+	if (entry->lxid == MyProc->lxid)
+		return;
+	found = read_queue_row(entry->name, values, nulls);
+	if (found < 0)
+		found = select_queue_row(name, values, nulls) ? 1 : 0;
+	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pgshovel capture: no PgQ queue named \"%s\"", entry->name),
 				 errhint("The set's triggers outlived its queue: run pgshovel-admin set drop or set create again.")));
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	entry->queue_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
-	entry->cur_table = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
-	entry->event_seq = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
-	entry->disabled = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
-	entry->per_tx_limit = DatumGetInt32(SPI_getbinval(row, desc, 6, &isnull));
-	if (isnull)
-		entry->per_tx_limit = -1;
+	entry->queue_id = DatumGetInt32(values[0]);
+	entry->cur_table = DatumGetInt32(values[2]);
+	entry->disabled = DatumGetBool(values[4]);
+	entry->per_tx_limit = nulls[5] ? -1 : DatumGetInt32(values[5]);
 	if (entry->plan == NULL || entry->plan_queue_id != entry->queue_id
 		|| entry->plan_table != entry->cur_table)
 	{
 		static Oid	types[8] = {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
 		TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-		char	   *prefix = SPI_getvalue(row, desc, 2);
+		char	   *prefix = TextDatumGetCString(values[1]);
+		char	   *table = psprintf("%s_%d", prefix, entry->cur_table);
 		StringInfoData query;
 		SPIPlanPtr	plan;
 
 		/* queue_data_pfx is PgQ's own schema-qualified name, e.g. pgq.event_7 */
 		initStringInfo(&query);
 		appendStringInfo(&query,
-						 "INSERT INTO %s_%d (ev_id, ev_time, ev_type, ev_data,"
+						 "INSERT INTO %s (ev_id, ev_time, ev_type, ev_data,"
 						 " ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
 						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-						 prefix, entry->cur_table);
+						 table);
 		plan = SPI_prepare(query.data, 8, types);
 		if (plan == NULL)
-			elog(ERROR, "pgshovel capture: preparing the insert into %s_%d failed: %s",
-				 prefix, entry->cur_table, SPI_result_code_string(SPI_result));
+			elog(ERROR, "pgshovel capture: preparing the insert into %s failed: %s",
+				 table, SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
 		if (entry->plan != NULL)
 			SPI_freeplan(entry->plan);
 		entry->plan = plan;
 		entry->plan_queue_id = entry->queue_id;
 		entry->plan_table = entry->cur_table;
-		entry->table_oid = DatumGetObjectId(SPI_getbinval(row, desc, 7, &isnull));
+		/* what queue_event_seq::regclass and the table's name::regclass give */
+		entry->event_seq = DatumGetObjectId(DirectFunctionCall1(text_regclass, values[3]));
+		entry->table_oid = DatumGetObjectId(DirectFunctionCall1(text_regclass,
+																CStringGetTextDatum(table)));
 		entry->direct = direct_possible(entry);
 	}
 	entry->count = 0;
