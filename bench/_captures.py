@@ -70,7 +70,9 @@ def _install_pgshovel(
         info = Catalog(conn).table("public", table)
         if info is None:
             raise RuntimeError(f"pgbench -i did not create {table!r}; is pgbench 15 installed?")
-        capture = install.TableCapture("public", table, info.primary_key, (), row_triggers)
+        capture = install.TableCapture(
+            "public", table, info.primary_key, (), "the bench asks" if row_triggers else ""
+        )
         statements += install.install_triggers(CLUSTER, SET, version, capture)
     _run(conn, statements)
 

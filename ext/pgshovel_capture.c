@@ -63,6 +63,7 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "commands/trigger.h"
@@ -1002,19 +1003,43 @@ render_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
 	appendStringInfoChar(out, '}');
 }
 
+/* Is ``function`` a pgshovel capture function (pgshovel_<cluster>.capture)? */
+static bool
+capture_function(Oid function, Oid mine)
+{
+	char	   *name;
+	char	   *schema;
+
+	if (function == mine)
+		return true;
+	name = get_func_name(function);
+	schema = get_namespace_name(get_func_namespace(function));
+	return name != NULL && schema != NULL && strcmp(name, "capture") == 0
+		&& strncmp(schema, "pgshovel_", strlen("pgshovel_")) == 0;
+}
+
 /*
- * May this relation's statement triggers capture it? Not in an inheritance
- * tree: a statement on a parent fires no statement trigger of its children
- * (their rows would be missed), and a parent's transition tables hold its
- * children's rows too (they would be captured as the parent's). pgshovel-admin
- * gives such tables row triggers, and the set's row trigger with a transition
- * table that never fires keeps a table with statement triggers from becoming
- * a child or a partition (PostgreSQL refuses); this catches one that became a
- * parent since (a flag in the relation's cache: no catalog read otherwise).
+ * May this relation's statement triggers capture it? pgshovel-admin gives
+ * row triggers instead to a table
+ *   - in an inheritance tree: a statement on a parent fires no statement
+ *     trigger of its children (their rows would be missed), and a parent's
+ *     transition tables hold its children's rows too (captured as its own).
+ *     The set's row trigger with a transition table that never fires keeps a
+ *     table with statement triggers from becoming a child or a partition
+ *     (PostgreSQL refuses); this catches one that became a parent since (a
+ *     flag in the relation's cache: no catalog read otherwise);
+ *   - with a trigger of its own that fires after its rows change (not an
+ *     internal one, such as a foreign key's, nor a capture function): it may
+ *     change rows of the table again before the statement's events are
+ *     written, which would then come after the later change.
+ * A table that got either since its set was created stops here, loudly.
  */
 static void
-check_statement_capture(Relation rel)
+check_statement_capture(Relation rel, Oid mine)
 {
+	TriggerDesc *triggers = rel->trigdesc;
+	int			i;
+
 	if (rel->rd_rel->relispartition
 		|| (rel->rd_rel->relhassubclass
 			&& find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL))
@@ -1024,6 +1049,23 @@ check_statement_capture(Relation rel)
 						get_namespace_name(RelationGetNamespace(rel)),
 						RelationGetRelationName(rel)),
 				 errhint("Run pgshovel-admin set update for its sets: it then gets row triggers.")));
+	for (i = 0; triggers != NULL && i < triggers->numtriggers; i++)
+	{
+		Trigger    *trigger = &triggers->triggers[i];
+
+		if (trigger->tgisinternal || trigger->tgenabled == TRIGGER_DISABLED
+			|| (trigger->tgtype & (TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_INSTEAD)) != 0
+			|| (trigger->tgtype & (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE
+								   | TRIGGER_TYPE_DELETE)) == 0
+			|| capture_function(trigger->tgfoid, mine))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pgshovel capture: table \"%s.%s\" has trigger \"%s\", which fires after its rows change: its statement triggers would write the statement's events after what that trigger changes",
+						get_namespace_name(RelationGetNamespace(rel)),
+						RelationGetRelationName(rel), trigger->tgname),
+				 errhint("Run pgshovel-admin set update for its sets: it then gets row triggers.")));
+	}
 }
 
 /* Read ``rows`` from its first row on, with a read pointer of our own. */
@@ -1097,7 +1139,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 				(errmsg("pgshovel capture: statement trigger \"%s\" on \"%s\" has no transition tables",
 						trigdata->tg_trigger->tgname, RelationGetRelationName(rel)),
 				 errhint("Run pgshovel-admin set update to install the set's triggers again.")));
-	check_statement_capture(rel);
+	check_statement_capture(rel, fcinfo->flinfo->fn_oid);
 	if (tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows) == 0)
 		return;
 	if (old_rows != NULL && new_rows != NULL

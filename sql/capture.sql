@@ -46,6 +46,7 @@ DECLARE
     old_row text;
     new_row text;
     columns text[];
+    other name;
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         PERFORM pgq.insert_event(TG_ARGV[0], 'T', '[null,null]',
@@ -53,10 +54,25 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_LEVEL = 'STATEMENT' THEN
-        -- In an inheritance tree a statement trigger does not see exactly its table's rows.
-        IF EXISTS (SELECT 1 FROM pg_inherits i
-                   WHERE i.inhrelid = TG_RELID OR i.inhparent = TG_RELID) THEN
+        -- What the C trigger checks (see check_statement_capture in ext/pgshovel_capture.c):
+        -- in an inheritance tree a statement trigger does not see exactly its table's rows;
+        -- a trigger of the table's own firing after its rows change may change them again
+        -- before this writes the statement's events.
+        IF (SELECT c.relispartition FROM pg_class c WHERE c.oid = TG_RELID)
+           OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = TG_RELID) THEN
             RAISE EXCEPTION 'pgshovel capture: table "%.%" is in an inheritance tree, where its statement triggers cannot capture exactly its rows', TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Run pgshovel-admin set update for its sets: it then gets row triggers.';
+        END IF;
+        SELECT t.tgname INTO other FROM pg_trigger t
+            JOIN pg_proc p ON p.oid = t.tgfoid
+            JOIN pg_namespace s ON s.oid = p.pronamespace
+            WHERE t.tgrelid = TG_RELID AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+              AND t.tgtype & 66 = 0 AND t.tgtype & 28 <> 0
+              AND NOT (p.proname = 'capture' AND s.nspname LIKE 'pgshovel\_%')
+            ORDER BY t.tgname LIMIT 1;
+        IF other IS NOT NULL THEN
+            RAISE EXCEPTION 'pgshovel capture: table "%.%" has trigger "%", which fires after its rows change: its statement triggers would write the statement''s events after what that trigger changes', TG_TABLE_SCHEMA, TG_TABLE_NAME, other
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'Run pgshovel-admin set update for its sets: it then gets row triggers.';
         END IF;

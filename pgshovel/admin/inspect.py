@@ -90,7 +90,7 @@ def table_status(
             lines.append(f"  {label}: table missing")
             continue
         # What set create / set update install on it now (see install.install_triggers).
-        row_triggers = catalog.in_inheritance_tree(conn, table.schema, table.name)
+        row_triggers = catalog.row_triggers_reason(conn, table.schema, table.name)
         expected = set(every) - statement if row_triggers else set(every)
         found = catalog.installed_triggers(conn, table.schema, table.name)
         mine = [found[name] for name in sorted(expected) if name in found]
@@ -100,7 +100,7 @@ def table_status(
         elif len(mine) < len(expected):
             status = "triggers missing"
         elif row_triggers and statement & set(found):
-            status = "triggers outdated (statement triggers in an inheritance tree)"
+            status = f"triggers outdated (statement triggers, but {row_triggers})"
         elif any(len(trigger.arguments) < 2 or trigger.arguments[1] != version for trigger in mine):
             versions = sorted({trigger.arguments[1] for trigger in mine if trigger.arguments[1:]})
             status = f"triggers outdated (version {', '.join(versions)})"

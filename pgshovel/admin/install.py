@@ -40,9 +40,8 @@ class TableCapture:
     name: str
     key_columns: tuple[str, ...]
     columns: tuple[str, ...]  # empty: every column, including ones added later
-    #: an inheritance parent, child or partition: row triggers (statement triggers would
-    #: miss the rows a statement on its parent changes, or see its children's rows)
-    row_triggers: bool = False
+    #: row triggers instead of statement triggers: why (catalog.row_triggers_reason), or ""
+    row_triggers: str = ""
 
 
 def resolve_table(
@@ -51,13 +50,11 @@ def resolve_table(
     *,
     allow_unkeyed: bool,
     database: str,
-    in_inheritance_tree: bool = False,
+    row_triggers: str = "",
 ) -> TableCapture:
     """Check a configured table against the catalog; ``database`` is a masked DSN."""
     shape = captured_shape(table, info, allow_unkeyed=allow_unkeyed, database=database)
-    return TableCapture(
-        table.schema, table.name, shape.key, tuple(table.columns), in_inheritance_tree
-    )
+    return TableCapture(table.schema, table.name, shape.key, tuple(table.columns), row_triggers)
 
 
 def text_array_literal(values: Sequence[str]) -> str:
@@ -183,8 +180,9 @@ def install_triggers(
     inheritance child or a partition, whose rows a statement on the parent changes
     without firing the child's statement triggers, and it carries the set's arguments
     for the schema capture (``sql/schema.sql``) and ``set inspect``. A table in an
-    inheritance tree gets the row trigger as it is (``TableCapture.row_triggers``).
-    Both get the TRUNCATE trigger.
+    inheritance tree, or with an AFTER trigger of its own, gets the row trigger as it is
+    (``TableCapture.row_triggers``, see ``catalog.row_triggers_reason``). Both get the
+    TRUNCATE trigger.
     """
     target = sql.Identifier(table.schema, table.name)
     function = sql.Identifier(names.schema_name(cluster), CAPTURE_FUNCTION)

@@ -76,7 +76,7 @@ def _resolve_tables(
             Catalog(conn).table(table.schema, table.name),
             allow_unkeyed=configuration.allow_unkeyed,
             database=database,
-            in_inheritance_tree=catalog.in_inheritance_tree(conn, table.schema, table.name),
+            row_triggers=catalog.row_triggers_reason(conn, table.schema, table.name) or "",
         )
         for table in configuration.tables
     ]
@@ -91,6 +91,15 @@ def _only(
     del single.tables[:]
     single.tables.append(table)
     return single
+
+
+def _trigger_notes(tables: list[install.TableCapture]) -> list[str]:
+    """Which tables get row triggers instead of statement triggers, and why."""
+    return [
+        f"table {table.schema!r}.{table.name!r} gets row triggers: {table.row_triggers}"
+        for table in tables
+        if table.row_triggers
+    ]
 
 
 def _set_data(configuration: SetConfiguration) -> tuple[bytes, str]:
@@ -149,6 +158,7 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     return Plan(
         summary=f"create set {set_name!r} in cluster {context.cluster!r} at version {version}",
         cluster=context.cluster,
+        notes=tuple(_trigger_notes(tables)),
         databases=(DatabaseStep(dsn, tuple(statements)),),
         zookeeper=(
             _check(cluster_node),
@@ -191,7 +201,7 @@ def plan_set_update(context: Context, set_name: str, configuration: SetConfigura
         *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
         install.create_queue(context.cluster, set_name),
     ]
-    notes = []
+    notes = _trigger_notes(tables)
     for old in current.value.tables:
         if (old.schema, old.name) in kept:
             continue
@@ -326,6 +336,7 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
                     "'pgshovel-admin set update'"
                 )
                 continue
+            notes += _trigger_notes([resolved])
             statements += install.install_triggers(context.cluster, set_name, version, resolved)
         statements += [
             schema_capture.announce(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import psycopg2
 import pytest
@@ -203,7 +203,11 @@ def test_c_and_plpgsql_write_the_same_events(
     assert len(c_events) > 2 * len(test_types._rows()) + 3 * 2500
     assert c_events == plpgsql_events
     # Row order within a statement: the order the statement changed the rows.
-    bulk = [event[3][1]["k"] for event in c_events if event[2] == "U" and event[5] == "listed"]
+    bulk = [
+        cast("list[dict[str, str]]", event[3])[1]["k"]
+        for event in c_events
+        if event[2] == "U" and event[5] == "listed"
+    ]
     assert bulk[-2500:] == [str(k) for k in range(10, 2510)]
     inherited = [(event[2], event[5]) for event in c_events if event[5] in ("parent", "child")]
     assert inherited == [

@@ -103,12 +103,7 @@ def test_a_captured_table_cannot_silently_join_an_inheritance_tree(
     with context(zookeeper, cluster_name) as ctx:
         plan = planning.plan_set_update(ctx, SET, parse_set_document(document, "test"))
         twophase.execute(plan, ctx.connections, zookeeper)
-    levels = rows(
-        database,
-        "SELECT DISTINCT tgtype & 1 FROM pg_trigger WHERE tgrelid = 't'::regclass "
-        "AND tgname LIKE 'pgshovel%%' AND tgtype & 28 <> 0",
-    )
-    assert levels == [(1,)]  # row triggers only
+    assert _levels(database, "t") == {"ROW"}
     execute(database, "UPDATE ONLY t SET n = 1")
     execute(database, "INSERT INTO kid VALUES (2, 0)")
     execute(database, "UPDATE t SET n = 5")  # reaches kid's row: not t's, not captured as t's
@@ -119,7 +114,7 @@ def test_a_captured_table_cannot_silently_join_an_inheritance_tree(
     ]
 
 
-def test_rows_changed_by_other_triggers_and_foreign_keys_are_captured(
+def test_tables_with_triggers_of_their_own_get_row_triggers(
     database: str, cluster_name: str, zookeeper: KazooClient, implementation: str
 ) -> None:
     execute(database, "CREATE TABLE parent (id int PRIMARY KEY, n int)")
@@ -128,7 +123,8 @@ def test_rows_changed_by_other_triggers_and_foreign_keys_are_captured(
         "CREATE TABLE child (id int PRIMARY KEY, parent int REFERENCES parent ON DELETE CASCADE,"
         " n int)",
     )
-    # A user trigger that changes another captured table, and its own, for every row.
+    # A user trigger firing after parent's rows change, changing another captured table:
+    # parent gets row triggers; child (foreign key triggers only: internal) statement ones.
     execute(
         database,
         "CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
@@ -140,27 +136,67 @@ def test_rows_changed_by_other_triggers_and_foreign_keys_are_captured(
         "CREATE TRIGGER zz_touch AFTER UPDATE ON parent FOR EACH ROW EXECUTE FUNCTION touch()",
     )
     install(zookeeper, cluster_name, database, [{"name": "parent"}, {"name": "child"}])
+    assert _levels(database, "parent") == {"ROW"}
+    assert _levels(database, "child") == {"ROW", "STATEMENT"}  # the set's trigger: a guard
     execute(database, "INSERT INTO parent VALUES (1, 0), (2, 0)")
     execute(database, "INSERT INTO child VALUES (10, 1, 0), (20, 2, 0)")
     execute(database, "UPDATE parent SET n = 1")
     execute(database, "DELETE FROM parent WHERE id = 1")
 
-    mutations = captured(database, cluster_name)
-    summary = [
-        (Mutation.Operation.Name(m.operation), m.table, ints(m.old if m.HasField("old") else m.new))
-        for m in mutations
-    ]
-    # A statement's own events come after those of the statements its triggers ran, and
-    # before those of its foreign key actions (see the README's capture trigger section).
-    assert summary == [
+    def summary() -> list[tuple[str, str, dict[str, int | None]]]:
+        return [
+            (
+                Mutation.Operation.Name(m.operation),
+                m.table,
+                ints(m.old if m.HasField("old") else m.new),
+            )
+            for m in captured(database, cluster_name)
+        ]
+
+    # Row triggers write row by row, between the rows' other triggers (by name); a
+    # statement trigger when its statement ends, before its foreign key actions.
+    assert summary() == [
         ("INSERT", "parent", {"id": 1, "n": 0}),
         ("INSERT", "parent", {"id": 2, "n": 0}),
         ("INSERT", "child", {"id": 10, "parent": 1, "n": 0}),
         ("INSERT", "child", {"id": 20, "parent": 2, "n": 0}),
-        ("UPDATE", "child", {"id": 10, "parent": 1, "n": 0}),
-        ("UPDATE", "child", {"id": 20, "parent": 2, "n": 0}),
         ("UPDATE", "parent", {"id": 1, "n": 0}),
+        ("UPDATE", "child", {"id": 10, "parent": 1, "n": 0}),
         ("UPDATE", "parent", {"id": 2, "n": 0}),
+        ("UPDATE", "child", {"id": 20, "parent": 2, "n": 0}),
         ("DELETE", "parent", {"id": 1, "n": 1}),
         ("DELETE", "child", {"id": 10, "parent": 1, "n": 1}),
     ]
+
+    # A trigger added later to a table with statement triggers stops its writes, loudly,
+    # until set update gives it row triggers.
+    execute(
+        database,
+        "CREATE TRIGGER later AFTER INSERT ON child FOR EACH ROW EXECUTE FUNCTION touch()",
+    )
+    with pytest.raises(psycopg2.Error, match='has trigger "later", which fires after') as error:
+        execute(database, "INSERT INTO child VALUES (30, 2, 0)")
+    assert "set update" in str(error.value)
+    document = {"database": {"dsn": database}, "tables": [{"name": "parent"}, {"name": "child"}]}
+    with context(zookeeper, cluster_name) as ctx:
+        plan = planning.plan_set_update(ctx, SET, parse_set_document(document, "test"))
+        assert "table 'public'.'child' gets row triggers: its trigger 'later'" in " ".join(
+            plan.notes
+        )
+        twophase.execute(plan, ctx.connections, zookeeper)
+    assert _levels(database, "child") == {"ROW"}
+    execute(database, "INSERT INTO child VALUES (30, 2, 0)")
+    assert summary()[-1] == ("INSERT", "child", {"id": 30, "parent": 2, "n": 0})
+
+
+def _levels(dsn: str, table: str) -> set[str]:
+    """The levels of the pgshovel INSERT/UPDATE/DELETE triggers on ``table``."""
+    return {
+        "ROW" if row_level else "STATEMENT"
+        for (row_level,) in rows(
+            dsn,
+            "SELECT tgtype & 1 = 1 FROM pg_trigger WHERE tgrelid = %s::regclass "
+            "AND tgname LIKE 'pgshovel%%' AND tgtype & 28 <> 0",
+            (table,),
+        )
+    }
