@@ -20,27 +20,27 @@
  *     tables, in the order the statement changed them (PostgreSQL stores an
  *     UPDATE's old and new row together, so the two tables pair row for row),
  *     rendered and written in batches (heap_multi_insert: one WAL record per
- *     page instead of one per event). What pgshovel-admin installs on a plain
- *     table outside any inheritance tree;
+ *     page instead of one per event). What pgshovel-admin installs on a table
+ *     where they capture exactly what happened (see check_statement_capture);
  *   - row triggers (AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW), one event
- *     per call: partitions and inheritance parents or children, whose
- *     statement triggers do not see every row (a statement on a parent fires
- *     no statement trigger of its children) or see other tables' rows;
+ *     per call, everywhere else;
  * and a TRUNCATE statement trigger.
  *
  * Why it is faster than the PL/pgSQL function it replaces:
  *   - the output settings that change a value's text (DateStyle, IntervalStyle,
  *     TimeZone, extra_float_digits, bytea_output) are compared with the pinned
  *     values and only set (and restored) when a session differs;
- *   - the queue's row in pgq.queue is read once per transaction, not once per
- *     event as pgq.insert_event_raw does. A transaction running across a
+ *   - the queue's row in pgq.queue is read once per transaction (straight
+ *     through its index), not once per event as pgq.insert_event_raw does.
+ *     A transaction running across a
  *     table rotation may keep writing into the previous table: PgQ reads both
  *     tables for every batch such a transaction can fall in (batch_event_tables
  *     compares the batch's txid range with the switch's), which is also what
  *     happens to a REPEATABLE READ writer with pgq.insert_event, whose
  *     snapshot shows it the same queue row all along;
  *   - the row is rendered straight into the event's JSON, with the output
- *     functions looked up once per statement.
+ *     functions looked up once per statement (integers printed and text
+ *     copied in place: the same text, without a call);
  *   - the event goes straight into the current event table (a heap insert and
  *     its index entries, what the executor's INSERT would write) when that
  *     table is exactly as PgQ makes it, and the function's owner may insert
