@@ -671,7 +671,8 @@ batch_write(EventBatch *batch)
 					MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 				MemoryContextSwitchTo(batch->context);
 			}
-			ExecStoreHeapTuple(heap_form_tuple(desc, row, empty), batch->slots[i], false);
+			/* the slot owns it: no copy when table_multi_insert materializes it */
+			ExecStoreHeapTuple(heap_form_tuple(desc, row, empty), batch->slots[i], true);
 		}
 		table_multi_insert(batch->events, batch->slots, batch->count,
 						   GetCurrentCommandId(true), 0, batch->bulk);
@@ -1165,8 +1166,13 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 	{
 		int			level = settings_pinned() ? -1 : pin_settings();
 		MemoryContext previous = MemoryContextSwitchTo(batch->context);
+		int			read;
 
-		while (!batch_full(batch))
+		/*
+		 * Up to a batch of rows read too: the memory their rendering takes is
+		 * the batch's, even when an UPDATE changed none of their columns.
+		 */
+		for (read = 0; read < BATCH_EVENTS && !batch_full(batch); read++)
 		{
 			bool		have_old;
 			bool		have_new;
