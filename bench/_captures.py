@@ -8,7 +8,9 @@ too), so every run starts from an empty queue or a new slot:
 - ``pgshovel``: pgshovel's triggers, installed with the same SQL
   ``pgshovel-admin set create`` runs (without ZooKeeper), pgbench_history
   captured unkeyed; ``pgshovel-no-ddl`` the same with its two schema event
-  triggers disabled;
+  triggers disabled; ``pgshovel-row`` the same C library with a row trigger
+  on every table, as before statement triggers (what a table in an
+  inheritance tree still gets);
 - ``jsontriga``: PgQ's own C trigger ``pgq.jsontriga``, a reference;
 - ``floor``: the cheapest trigger-and-queue capture there is, a PL/pgSQL row
   trigger that inserts one constant event; what any trigger capture costs;
@@ -52,7 +54,9 @@ def _run(conn: connection, statements: list[sql.Composable]) -> None:
             cursor.execute(statement)
 
 
-def _install_pgshovel(conn: connection, implementation: capture_library.Implementation) -> None:
+def _install_pgshovel(
+    conn: connection, implementation: capture_library.Implementation, row_triggers: bool = False
+) -> None:
     if implementation == "c" and (
         capture_library.library_version(conn) != capture_library.CONTRACT_VERSION
     ):
@@ -66,7 +70,9 @@ def _install_pgshovel(conn: connection, implementation: capture_library.Implemen
         info = Catalog(conn).table("public", table)
         if info is None:
             raise RuntimeError(f"pgbench -i did not create {table!r}; is pgbench 15 installed?")
-        capture = install.TableCapture("public", table, info.primary_key, ())
+        capture = install.TableCapture(
+            "public", table, info.primary_key, (), "the bench asks" if row_triggers else ""
+        )
         statements += install.install_triggers(CLUSTER, SET, version, capture)
     _run(conn, statements)
 
@@ -129,9 +135,12 @@ def no_capture(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 
 @contextmanager
 def _pgshovel(
-    conn: connection, dsn: str, implementation: capture_library.Implementation
+    conn: connection,
+    dsn: str,
+    implementation: capture_library.Implementation,
+    row_triggers: bool = False,
 ) -> Iterator[None]:
-    _install_pgshovel(conn, implementation)
+    _install_pgshovel(conn, implementation, row_triggers)
     try:
         with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
             yield
@@ -142,6 +151,11 @@ def _pgshovel(
 def pgshovel(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
     """pgshovel's capture as set create installs it with the C library (make ext)."""
     return _pgshovel(conn, dsn, "c")
+
+
+def pgshovel_rows(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
+    """pgshovel's C library called by row triggers: the capture before statement triggers."""
+    return _pgshovel(conn, dsn, "c", row_triggers=True)
 
 
 def pgshovel_plpgsql(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
@@ -215,6 +229,7 @@ def logical(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 CAPTURES: dict[str, Capture] = {
     "none": no_capture,
     "pgshovel": pgshovel,
+    "pgshovel-row": pgshovel_rows,
     "pgshovel-plpgsql": pgshovel_plpgsql,
     "pgshovel-no-ddl": pgshovel_without_ddl,
     "jsontriga": jsontriga,

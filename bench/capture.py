@@ -2,8 +2,9 @@
 
 A scratch database is initialized with ``pgbench -i``; for two scripts (the
 built-in TPC-B-like one and a single-row UPDATE) every round runs pgbench once
-per capture of :mod:`bench._captures` (no capture; pgshovel's C trigger; its
-PL/pgSQL fallback; pgshovel's with
+per capture of :mod:`bench._captures` (no capture; pgshovel's C trigger; the
+same with row triggers, as before statement triggers; its PL/pgSQL fallback;
+pgshovel's with
 its schema event triggers disabled, whose ratio to pgshovel should be 1 as they
 fire on DDL only; PgQ's C trigger ``pgq.jsontriga``; the floor, one constant
 event per row from a PL/pgSQL trigger; a wal2json slot read by
@@ -69,6 +70,7 @@ TPS_CAPTURES = {
     "fast": (
         "none",
         "pgshovel",
+        "pgshovel-row",
         "pgshovel-plpgsql",
         "pgshovel-no-ddl",
         "jsontriga",
@@ -77,7 +79,15 @@ TPS_CAPTURES = {
     ),
     "durable": ("none", "pgshovel", "jsontriga", "floor", "logical"),
 }
-BULK_CAPTURES = ("none", "pgshovel", "pgshovel-plpgsql", "jsontriga", "floor", "logical")
+BULK_CAPTURES = (
+    "none",
+    "pgshovel",
+    "pgshovel-row",
+    "pgshovel-plpgsql",
+    "jsontriga",
+    "floor",
+    "logical",
+)
 
 
 @dataclass
@@ -283,6 +293,11 @@ class Comparison:
 COMPARISONS: tuple[Comparison, ...] = (
     Comparison("pgshovel", "capture overhead, {}, pgshovel", "pgshovel", goals=(GOAL,)),
     Comparison(
+        "pgshovel_row",
+        "capture overhead, {}, pgshovel with row triggers (before statement triggers)",
+        "pgshovel-row",
+    ),
+    Comparison(
         "pgshovel_plpgsql",
         "capture overhead, {}, pgshovel's PL/pgSQL fallback",
         "pgshovel-plpgsql",
@@ -312,6 +327,7 @@ COMPARISONS: tuple[Comparison, ...] = (
 #: the bulk UPDATE's figures: capture -> (title, goals)
 BULK_COMPARISONS: dict[str, tuple[str, tuple[Goal, ...]]] = {
     "pgshovel": ("pgshovel", (BULK_GOAL,)),
+    "pgshovel-row": ("pgshovel with row triggers (before statement triggers)", ()),
     "pgshovel-plpgsql": ("pgshovel's PL/pgSQL fallback", ()),
     "jsontriga": ("pgq.jsontriga reference", ()),
     "floor": ("capture floor (constant event per row)", ()),

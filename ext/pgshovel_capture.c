@@ -2,8 +2,7 @@
  * pgshovel_capture.c - the capture trigger in C.
  *
  * The same contract as sql/capture.sql (its PL/pgSQL twin, used where this
- * library is not installed): every row trigger and TRUNCATE trigger of a set
- * calls it with
+ * library is not installed): every trigger of a set calls it with
  *   TG_ARGV[0]  PgQ queue name
  *   TG_ARGV[1]  set version (ev_extra3)
  *   TG_ARGV[2]  key columns as a JSON array (ev_extra4)
@@ -14,19 +13,34 @@
  *   type's output function) or null; ev_extra1/2 the table's schema and name.
  * An UPDATE that leaves the captured columns as they were writes nothing.
  *
+ * Two kinds of triggers call it, with the same events as a result:
+ *   - statement triggers, one per event (AFTER INSERT REFERENCING NEW TABLE,
+ *     AFTER UPDATE REFERENCING OLD TABLE AND NEW TABLE, AFTER DELETE
+ *     REFERENCING OLD TABLE, FOR EACH STATEMENT): every row of the transition
+ *     tables, in the order the statement changed them (PostgreSQL stores an
+ *     UPDATE's old and new row together, so the two tables pair row for row),
+ *     rendered and written in batches (heap_multi_insert: one WAL record per
+ *     page instead of one per event). What pgshovel-admin installs on a table
+ *     where they capture exactly what happened (see check_statement_capture);
+ *   - row triggers (AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW), one event
+ *     per call, everywhere else;
+ * and a TRUNCATE statement trigger.
+ *
  * Why it is faster than the PL/pgSQL function it replaces:
  *   - the output settings that change a value's text (DateStyle, IntervalStyle,
  *     TimeZone, extra_float_digits, bytea_output) are compared with the pinned
  *     values and only set (and restored) when a session differs;
- *   - the queue's row in pgq.queue is read once per transaction, not once per
- *     event as pgq.insert_event_raw does. A transaction running across a
+ *   - the queue's row in pgq.queue is read once per transaction (straight
+ *     through its index), not once per event as pgq.insert_event_raw does.
+ *     A transaction running across a
  *     table rotation may keep writing into the previous table: PgQ reads both
  *     tables for every batch such a transaction can fall in (batch_event_tables
  *     compares the batch's txid range with the switch's), which is also what
  *     happens to a REPEATABLE READ writer with pgq.insert_event, whose
  *     snapshot shows it the same queue row all along;
  *   - the row is rendered straight into the event's JSON, with the output
- *     functions looked up once per statement.
+ *     functions looked up once per statement (integers printed and text
+ *     copied in place: the same text, without a call);
  *   - the event goes straight into the current event table (a heap insert and
  *     its index entries, what the executor's INSERT would write) when that
  *     table is exactly as PgQ makes it, and the function's owner may insert
@@ -37,24 +51,36 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/hio.h"
 #include "access/htup_details.h"
+#include "access/skey.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/proc.h"
 #include "nodes/execnodes.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/bytea.h"
+#include "utils/datum.h"
 #include "utils/float.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -63,19 +89,31 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "pgtime.h"
 
 PG_MODULE_MAGIC;
 
+/* What pgshovel_capture_contract() answers: statement triggers with transition tables. */
+#define CONTRACT 2
+/* Events written per heap_multi_insert, and the bytes of event data that end a batch early. */
+#define BATCH_EVENTS 1000
+#define BATCH_BYTES (4 * 1024 * 1024)
+
 PG_FUNCTION_INFO_V1(pgshovel_capture);
 
+/* pgq.queue's columns a transaction reads, in this order (QUEUE_SQL's too). */
+#define QUEUE_COLUMNS 6
+static const char *const queue_columns[QUEUE_COLUMNS] = {
+	"queue_id", "queue_data_pfx", "queue_cur_table", "queue_event_seq",
+	"queue_disable_insert", "queue_per_tx_limit"
+};
+
 #define QUEUE_SQL \
-	"SELECT queue_id, queue_data_pfx, queue_cur_table," \
-	" queue_event_seq::pg_catalog.regclass::pg_catalog.oid," \
-	" queue_disable_insert, queue_per_tx_limit," \
-	" (queue_data_pfx OPERATOR(pg_catalog.||) '_'" \
-	" OPERATOR(pg_catalog.||) queue_cur_table)::pg_catalog.regclass::pg_catalog.oid" \
+	"SELECT queue_id, queue_data_pfx, queue_cur_table, queue_event_seq," \
+	" queue_disable_insert, queue_per_tx_limit" \
 	" FROM pgq.queue WHERE queue_name OPERATOR(pg_catalog.=) $1"
 
 #define NAME_SIZE 256
@@ -106,6 +144,18 @@ typedef struct QueueEntry
 	AttrNumber	columns[EVENT_COLUMNS];	/* attnums of ev_id, ev_time, ev_txid, ... */
 } QueueEntry;
 
+/*
+ * How a column's text is made: by its output function, or, for the output
+ * functions whose text is plain to make, the same text made in place (no
+ * call, no copy): int2out, int4out and int8out print with pg_itoa, pg_ltoa and
+ * pg_lltoa; textout, varcharout and bpcharout return the value's bytes.
+ */
+#define KIND_OUTPUT 0
+#define KIND_INT2 1
+#define KIND_INT4 2
+#define KIND_INT8 3
+#define KIND_TEXT 4
+
 /* Per trigger and statement (fn_extra): output functions and captured columns. */
 typedef struct RowPlan
 {
@@ -114,6 +164,10 @@ typedef struct RowPlan
 	Oid		   *types;
 	FmgrInfo   *output;
 	bool	   *captured;
+	char	   *kinds;			/* per captured column: how its text is made (KIND_*) */
+	NameData   *names;			/* per captured column: its name when the labels were made */
+	char	  **labels;			/* per captured column: [", "]"name": (escaped once) */
+	int		   *label_lengths;
 	char	   *columns;		/* TG_ARGV[3] these flags were computed for */
 } RowPlan;
 
@@ -258,17 +312,94 @@ direct_insert(QueueEntry *entry, Datum *values, const char *nulls)
 	table_close(rel, NoLock);
 }
 
-/* Read the queue's row once per transaction; SPI must be connected. */
-static void
-load_queue(QueueEntry *entry, Datum name)
+/*
+ * The queue's row in pgq.queue straight through its queue_name index, under
+ * the statement's snapshot, as the kept SELECT would read it (no executor to
+ * start for one row). Returns -1 when it cannot (no such index, no SELECT
+ * privilege, row security, no snapshot): the caller then runs the SELECT.
+ * The text values are copied into the current memory context.
+ */
+static int
+read_queue_row(const char *name, Datum *values, bool *nulls)
 {
-	Datum		values[1];
-	HeapTuple	row;
-	TupleDesc	desc;
-	bool		isnull;
+	Oid			namespace = get_namespace_oid("pgq", true);
+	Oid			relid = OidIsValid(namespace) ? get_relname_relid("queue", namespace) : InvalidOid;
+	AttrNumber	columns[QUEUE_COLUMNS];
+	AttrNumber	name_column;
+	Relation	rel;
+	Relation	index = NULL;
+	List	   *indexes;
+	ListCell   *cell;
+	ScanKeyData key;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	int			found;
+	int			i;
 
-	if (entry->lxid == MyProc->lxid)
-		return;
+	if (!OidIsValid(relid) || !ActiveSnapshotSet()
+		|| pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return -1;
+	name_column = get_attnum(relid, "queue_name");
+	for (i = 0; i < QUEUE_COLUMNS; i++)
+	{
+		columns[i] = get_attnum(relid, queue_columns[i]);
+		if (columns[i] == InvalidAttrNumber)
+			return -1;
+	}
+	rel = table_open(relid, AccessShareLock);
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity
+		|| name_column == InvalidAttrNumber)
+	{
+		table_close(rel, NoLock);
+		return -1;
+	}
+	indexes = RelationGetIndexList(rel);
+	foreach(cell, indexes)
+	{
+		Relation	candidate = index_open(lfirst_oid(cell), AccessShareLock);
+
+		if (index == NULL && candidate->rd_rel->relam == BTREE_AM_OID
+			&& candidate->rd_index->indisvalid && candidate->rd_index->indnatts == 1
+			&& candidate->rd_index->indkey.values[0] == name_column
+			&& candidate->rd_indexprs == NIL && RelationGetIndexPredicate(candidate) == NIL
+			&& candidate->rd_opcintype[0] == TEXTOID)
+			index = candidate;
+		else
+			index_close(candidate, NoLock);
+	}
+	if (index == NULL)
+	{
+		table_close(rel, NoLock);
+		return -1;
+	}
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot) ? 1 : 0;
+	for (i = 0; found && i < QUEUE_COLUMNS; i++)
+	{
+		Form_pg_attribute attribute = TupleDescAttr(RelationGetDescr(rel), columns[i] - 1);
+
+		values[i] = slot_getattr(slot, columns[i], &nulls[i]);
+		if (!nulls[i])
+			values[i] = datumCopy(values[i], attribute->attbyval, attribute->attlen);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/* The same through the kept SELECT; SPI must be connected. */
+static bool
+select_queue_row(Datum name, Datum *values, bool *nulls)
+{
+	Datum		arguments[1] = {name};
+	int			i;
+
 	if (queue_plan == NULL)
 	{
 		Oid			types[1] = {TEXTOID};
@@ -280,50 +411,69 @@ load_queue(QueueEntry *entry, Datum name)
 		SPI_keepplan(plan);
 		queue_plan = plan;
 	}
-	values[0] = name;
-	if (SPI_execute_plan(queue_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(queue_plan, arguments, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "pgshovel capture: reading pgq.queue failed");
 	if (SPI_processed == 0)
+		return false;
+	for (i = 0; i < QUEUE_COLUMNS; i++)
+		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1,
+								  &nulls[i]);
+	return true;
+}
+
+/* Read the queue's row once per transaction; SPI must be connected. */
+static void
+load_queue(QueueEntry *entry, Datum name)
+{
+	Datum		values[QUEUE_COLUMNS];
+	bool		nulls[QUEUE_COLUMNS];
+	int			found;
+
+	if (entry->lxid == MyProc->lxid)
+		return;
+	found = read_queue_row(entry->name, values, nulls);
+	if (found < 0)
+		found = select_queue_row(name, values, nulls) ? 1 : 0;
+	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pgshovel capture: no PgQ queue named \"%s\"", entry->name),
 				 errhint("The set's triggers outlived its queue: run pgshovel-admin set drop or set create again.")));
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	entry->queue_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
-	entry->cur_table = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
-	entry->event_seq = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
-	entry->disabled = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
-	entry->per_tx_limit = DatumGetInt32(SPI_getbinval(row, desc, 6, &isnull));
-	if (isnull)
-		entry->per_tx_limit = -1;
+	entry->queue_id = DatumGetInt32(values[0]);
+	entry->cur_table = DatumGetInt32(values[2]);
+	entry->disabled = DatumGetBool(values[4]);
+	entry->per_tx_limit = nulls[5] ? -1 : DatumGetInt32(values[5]);
 	if (entry->plan == NULL || entry->plan_queue_id != entry->queue_id
 		|| entry->plan_table != entry->cur_table)
 	{
 		static Oid	types[8] = {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
 		TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-		char	   *prefix = SPI_getvalue(row, desc, 2);
+		char	   *prefix = TextDatumGetCString(values[1]);
+		char	   *table = psprintf("%s_%d", prefix, entry->cur_table);
 		StringInfoData query;
 		SPIPlanPtr	plan;
 
 		/* queue_data_pfx is PgQ's own schema-qualified name, e.g. pgq.event_7 */
 		initStringInfo(&query);
 		appendStringInfo(&query,
-						 "INSERT INTO %s_%d (ev_id, ev_time, ev_type, ev_data,"
+						 "INSERT INTO %s (ev_id, ev_time, ev_type, ev_data,"
 						 " ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
 						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-						 prefix, entry->cur_table);
+						 table);
 		plan = SPI_prepare(query.data, 8, types);
 		if (plan == NULL)
-			elog(ERROR, "pgshovel capture: preparing the insert into %s_%d failed: %s",
-				 prefix, entry->cur_table, SPI_result_code_string(SPI_result));
+			elog(ERROR, "pgshovel capture: preparing the insert into %s failed: %s",
+				 table, SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
 		if (entry->plan != NULL)
 			SPI_freeplan(entry->plan);
 		entry->plan = plan;
 		entry->plan_queue_id = entry->queue_id;
 		entry->plan_table = entry->cur_table;
-		entry->table_oid = DatumGetObjectId(SPI_getbinval(row, desc, 7, &isnull));
+		/* what queue_event_seq::regclass and the table's name::regclass give */
+		entry->event_seq = DatumGetObjectId(DirectFunctionCall1(text_regclass, values[3]));
+		entry->table_oid = DatumGetObjectId(DirectFunctionCall1(text_regclass,
+																CStringGetTextDatum(table)));
 		entry->direct = direct_possible(entry);
 	}
 	entry->count = 0;
@@ -359,6 +509,230 @@ insert_event(QueueEntry *entry, Datum name, const char *type, const char *data,
 		direct_insert(entry, values, nulls);
 	else if (SPI_execute_plan(entry->plan, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "pgshovel capture: inserting into queue \"%s\" failed", entry->name);
+}
+
+/*
+ * The events of one statement trigger call, written in batches: rendered
+ * (under the pinned settings) into the batch's memory, then given their ev_id
+ * in row order and written together, straight into the event table with
+ * heap_multi_insert and one index insert per event, or one by one through the
+ * INSERT plan where the table is not exactly as PgQ makes it.
+ */
+typedef struct EventBatch
+{
+	QueueEntry *entry;
+	Datum		values[8];		/* as insert_event's; [0], [2] and [3] set per event */
+	char		nulls[8];
+	bool		direct;
+	Relation	events;			/* the event table (direct) */
+	TupleDesc	event_desc;
+	BulkInsertState bulk;
+	int			nindexes;
+	Relation   *indexes;
+	IndexInfo **index_info;
+	TupleTableSlot **slots;		/* made as needed, up to BATCH_EVENTS */
+	int			nslots;
+	MemoryContext context;		/* the pending events; reset after each write */
+	MemoryContext statement;	/* what lasts the whole call: the slots */
+	int			capacity;		/* events a batch holds: BATCH_EVENTS, or the rows if fewer */
+	int			count;			/* pending events */
+	Size		bytes;			/* their data */
+	char	  **types;
+	text	  **data;
+} EventBatch;
+
+static void
+batch_begin(EventBatch *batch, QueueEntry *entry, Datum name, Relation rel, Trigger *trigger,
+			int64 rows)
+{
+	int			i;
+
+	MemSet(batch, 0, sizeof(EventBatch));
+	batch->entry = entry;
+	batch->capacity = (int) Min(rows, BATCH_EVENTS);
+	batch->types = palloc(sizeof(char *) * batch->capacity);
+	batch->data = palloc(sizeof(text *) * batch->capacity);
+	load_queue(entry, name);
+	if (entry->disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		ereport(ERROR,
+				(errmsg("pgshovel capture: inserts into queue \"%s\" are disabled", entry->name)));
+	for (i = 0; i < 8; i++)
+		batch->nulls[i] = ' ';
+	batch->values[1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	batch->values[4] = CStringGetTextDatum(get_namespace_name(RelationGetNamespace(rel)));
+	batch->values[5] = CStringGetTextDatum(RelationGetRelationName(rel));
+	batch->values[6] = CStringGetTextDatum(trigger->tgargs[1]);
+	batch->values[7] = CStringGetTextDatum(trigger->tgargs[2]);
+	batch->direct = entry->direct
+		&& pg_class_aclcheck(entry->table_oid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+	if (batch->direct)
+	{
+		List	   *indexes;
+		ListCell   *cell;
+
+		batch->events = table_open(entry->table_oid, RowExclusiveLock);
+		batch->event_desc = RelationGetDescr(batch->events);
+		/*
+		 * Several events: kept pinned on the page being filled, but without
+		 * the bulk-write ring (the queue's pages are read again soon, by the
+		 * consumer).
+		 */
+		if (rows > 1)
+		{
+			batch->bulk = GetBulkInsertState();
+			FreeAccessStrategy(batch->bulk->strategy);
+			batch->bulk->strategy = NULL;
+		}
+		indexes = RelationGetIndexList(batch->events);
+		batch->indexes = palloc0(sizeof(Relation) * Max(list_length(indexes), 1));
+		batch->index_info = palloc0(sizeof(IndexInfo *) * Max(list_length(indexes), 1));
+		foreach(cell, indexes)
+		{
+			Relation	index = index_open(lfirst_oid(cell), RowExclusiveLock);
+
+			batch->indexes[batch->nindexes] = index;
+			batch->index_info[batch->nindexes] = BuildIndexInfo(index);
+			batch->nindexes++;
+		}
+		batch->slots = palloc0(sizeof(TupleTableSlot *) * batch->capacity);
+	}
+	batch->statement = CurrentMemoryContext;
+	/* several batches: one block kept across them, no new memory from the system for each */
+	if (rows > BATCH_EVENTS)
+		batch->context = AllocSetContextCreate(CurrentMemoryContext, "pgshovel capture batch",
+											   1024 * 1024, 1024 * 1024, 8 * 1024 * 1024);
+	else
+		batch->context = AllocSetContextCreate(CurrentMemoryContext, "pgshovel capture batch",
+											   ALLOCSET_DEFAULT_SIZES);
+}
+
+/* One more event; ``data`` is copied into the batch's memory. */
+static void
+batch_add(EventBatch *batch, char *type, StringInfo data)
+{
+	QueueEntry *entry = batch->entry;
+
+	if (entry->per_tx_limit >= 0 && ++entry->count > entry->per_tx_limit)
+		ereport(ERROR,
+				(errmsg("pgshovel capture: queue \"%s\" allows at most %d events per transaction",
+						entry->name, entry->per_tx_limit)));
+	batch->types[batch->count] = type;
+	batch->data[batch->count] = (text *) MemoryContextAlloc(batch->context,
+															 data->len + VARHDRSZ);
+	SET_VARSIZE(batch->data[batch->count], data->len + VARHDRSZ);
+	memcpy(VARDATA(batch->data[batch->count]), data->data, data->len);
+	batch->count++;
+	batch->bytes += data->len;
+}
+
+static bool
+batch_full(EventBatch *batch)
+{
+	return batch->count >= batch->capacity || batch->bytes >= BATCH_BYTES;
+}
+
+/* Write the pending events, in the order they were added. */
+static void
+batch_write(EventBatch *batch)
+{
+	QueueEntry *entry = batch->entry;
+	MemoryContext previous = MemoryContextSwitchTo(batch->context);
+	int			i;
+
+	if (batch->count > 0 && batch->direct)
+	{
+		TupleDesc	desc = batch->event_desc;
+		Datum	   *row = palloc0(sizeof(Datum) * desc->natts);
+		bool	   *empty = palloc(sizeof(bool) * desc->natts);
+		int			k;
+
+		for (i = 0; i < desc->natts; i++)
+			empty[i] = true;
+		for (i = 0; i < EVENT_COLUMNS - 1; i++)
+		{
+			row[entry->columns[i] - 1] = batch->values[i];
+			empty[entry->columns[i] - 1] = false;
+		}
+		/* ev_txid: what its default, txid_current(), gives */
+		row[entry->columns[EVENT_COLUMNS - 1] - 1] =
+			Int64GetDatum((int64) U64FromFullTransactionId(GetTopFullTransactionId()));
+		empty[entry->columns[EVENT_COLUMNS - 1] - 1] = false;
+		for (i = 0; i < batch->count; i++)
+		{
+			/* nextval(): its permission check once, for the first event of the batch */
+			row[entry->columns[0] - 1] =
+				Int64GetDatum(nextval_internal(entry->event_seq, i == 0));
+			row[entry->columns[2] - 1] = CStringGetTextDatum(batch->types[i]);
+			row[entry->columns[3] - 1] = PointerGetDatum(batch->data[i]);
+			if (i >= batch->nslots)
+			{
+				MemoryContextSwitchTo(batch->statement);
+				batch->slots[batch->nslots++] =
+					MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+				MemoryContextSwitchTo(batch->context);
+			}
+			/* the slot owns it: no copy when table_multi_insert materializes it */
+			ExecStoreHeapTuple(heap_form_tuple(desc, row, empty), batch->slots[i], true);
+		}
+		table_multi_insert(batch->events, batch->slots, batch->count,
+						   GetCurrentCommandId(true), 0, batch->bulk);
+		for (k = 0; k < batch->nindexes; k++)
+		{
+			Relation	index = batch->indexes[k];
+			IndexInfo  *info = batch->index_info[k];
+			Datum		keys[INDEX_MAX_KEYS];
+			bool		missing[INDEX_MAX_KEYS];
+			int			a;
+
+			/* like ExecInsertIndexTuples: an index being built is left alone */
+			if (!index->rd_index->indisready)
+				continue;
+			for (i = 0; i < batch->count; i++)
+			{
+				for (a = 0; a < info->ii_NumIndexAttrs; a++)
+					keys[a] = slot_getattr(batch->slots[i], info->ii_IndexAttrNumbers[a],
+										   &missing[a]);
+				index_insert(index, keys, missing, &batch->slots[i]->tts_tid, batch->events,
+							 UNIQUE_CHECK_NO, false, info);
+			}
+		}
+		for (i = 0; i < batch->count; i++)
+			ExecClearTuple(batch->slots[i]);
+	}
+	else
+	{
+		for (i = 0; i < batch->count; i++)
+		{
+			batch->values[0] =
+				DirectFunctionCall1(nextval_oid, ObjectIdGetDatum(entry->event_seq));
+			batch->values[2] = CStringGetTextDatum(batch->types[i]);
+			batch->values[3] = PointerGetDatum(batch->data[i]);
+			if (SPI_execute_plan(entry->plan, batch->values, batch->nulls, false, 0)
+				!= SPI_OK_INSERT)
+				elog(ERROR, "pgshovel capture: inserting into queue \"%s\" failed",
+					 entry->name);
+		}
+	}
+	MemoryContextSwitchTo(previous);
+	MemoryContextReset(batch->context);
+	batch->count = 0;
+	batch->bytes = 0;
+}
+
+static void
+batch_end(EventBatch *batch)
+{
+	int			i;
+
+	if (!batch->direct)
+		return;
+	for (i = 0; i < batch->nslots; i++)
+		ExecDropSingleTupleTableSlot(batch->slots[i]);
+	for (i = 0; i < batch->nindexes; i++)
+		index_close(batch->indexes[i], NoLock);
+	if (batch->bulk != NULL)
+		FreeBulkInsertState(batch->bulk);
+	table_close(batch->events, NoLock);
 }
 
 /* Are the settings that change a value's text the pinned ones already? */
@@ -434,6 +808,7 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 	MemoryContext context = fcinfo->flinfo->fn_mcxt;
 	char	  **names = NULL;
 	int			count = 0;
+	bool		first = true;
 	int			i;
 
 	if (plan != NULL && plan->relid == RelationGetRelid(rel) && plan->natts == desc->natts
@@ -445,6 +820,9 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 
 			if (!attribute->attisdropped && plan->types[i] != attribute->atttypid)
 				break;
+			if (plan->captured[i]
+				&& strcmp(NameStr(plan->names[i]), NameStr(attribute->attname)) != 0)
+				break;
 		}
 		if (i == desc->natts)
 			return plan;
@@ -455,6 +833,10 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 	plan->types = MemoryContextAllocZero(context, sizeof(Oid) * Max(desc->natts, 1));
 	plan->output = MemoryContextAllocZero(context, sizeof(FmgrInfo) * Max(desc->natts, 1));
 	plan->captured = MemoryContextAllocZero(context, sizeof(bool) * Max(desc->natts, 1));
+	plan->kinds = MemoryContextAllocZero(context, sizeof(char) * Max(desc->natts, 1));
+	plan->names = MemoryContextAllocZero(context, sizeof(NameData) * Max(desc->natts, 1));
+	plan->labels = MemoryContextAllocZero(context, sizeof(char *) * Max(desc->natts, 1));
+	plan->label_lengths = MemoryContextAllocZero(context, sizeof(int) * Max(desc->natts, 1));
 	plan->columns = MemoryContextStrdup(context, columns);
 	if (columns[0] != '\0')
 		names = column_names(columns, &count);
@@ -463,6 +845,7 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 		Form_pg_attribute attribute = TupleDescAttr(desc, i);
 		Oid			function;
 		bool		varlena;
+		StringInfoData label;
 
 		if (attribute->attisdropped)
 			continue;
@@ -472,39 +855,383 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 		plan->types[i] = attribute->atttypid;
 		getTypeOutputInfo(attribute->atttypid, &function, &varlena);
 		fmgr_info_cxt(function, &plan->output[i], context);
+		switch (function)
+		{
+			case F_INT2OUT:
+				plan->kinds[i] = KIND_INT2;
+				break;
+			case F_INT4OUT:
+				plan->kinds[i] = KIND_INT4;
+				break;
+			case F_INT8OUT:
+				plan->kinds[i] = KIND_INT8;
+				break;
+			case F_TEXTOUT:
+			case F_VARCHAROUT:
+			case F_BPCHAROUT:
+				plan->kinds[i] = KIND_TEXT;
+				break;
+			default:
+				plan->kinds[i] = KIND_OUTPUT;
+		}
+		initStringInfo(&label);
+		if (!first)
+			appendStringInfoString(&label, ", ");
+		first = false;
+		escape_json(&label, NameStr(attribute->attname));
+		appendStringInfoString(&label, ": ");
+		plan->names[i] = attribute->attname;
+		plan->labels[i] = MemoryContextStrdup(context, label.data);
+		plan->label_lengths[i] = label.len;
+		pfree(label.data);
 	}
 	fcinfo->flinfo->fn_extra = plan;
 	return plan;
+}
+
+/* The bytes escape_json changes: control characters, '"' and '\'. */
+static const bool json_special[256] = {
+	[0] = true, [1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true,
+	[7] = true, [8] = true, [9] = true, [10] = true, [11] = true, [12] = true, [13] = true,
+	[14] = true, [15] = true, [16] = true, [17] = true, [18] = true, [19] = true, [20] = true,
+	[21] = true, [22] = true, [23] = true, [24] = true, [25] = true, [26] = true, [27] = true,
+	[28] = true, [29] = true, [30] = true, [31] = true, ['"'] = true, ['\\'] = true,
+};
+
+/*
+ * escape_json's output for ``length`` bytes of text (no NUL among them),
+ * appended faster: most values need no escaping and go in with one copy.
+ */
+static void
+append_json_bytes(StringInfo out, const char *text, int length)
+{
+	int			i;
+
+	for (i = 0; i < length; i++)
+	{
+		if (json_special[(unsigned char) text[i]])
+		{
+			char	   *copy = pnstrdup(text, length);
+
+			escape_json(out, copy);
+			pfree(copy);
+			return;
+		}
+	}
+	enlargeStringInfo(out, length + 2);
+	out->data[out->len++] = '"';
+	memcpy(out->data + out->len, text, length);
+	out->len += length;
+	out->data[out->len++] = '"';
+	out->data[out->len] = '\0';
+}
+
+/* An integer's text (what its output function prints), quoted. */
+static inline void
+append_json_integer(StringInfo out, int kind, Datum value)
+{
+	enlargeStringInfo(out, MAXINT8LEN + 3);
+	out->data[out->len++] = '"';
+	if (kind == KIND_INT2)
+		out->len += pg_itoa(DatumGetInt16(value), out->data + out->len);
+	else if (kind == KIND_INT4)
+		out->len += pg_ltoa(DatumGetInt32(value), out->data + out->len);
+	else
+		out->len += pg_lltoa(DatumGetInt64(value), out->data + out->len);
+	out->data[out->len++] = '"';
+	out->data[out->len] = '\0';
+}
+
+/* One column of a row into its JSON object: its label, then its text or null. */
+static inline void
+render_value(StringInfo out, RowPlan *plan, int i, Datum value, bool isnull)
+{
+	appendBinaryStringInfo(out, plan->labels[i], plan->label_lengths[i]);
+	if (isnull)
+		appendBinaryStringInfo(out, "null", 4);
+	else if (plan->kinds[i] == KIND_TEXT)
+	{
+		text	   *unpacked = DatumGetTextPP(value);
+
+		append_json_bytes(out, VARDATA_ANY(unpacked), VARSIZE_ANY_EXHDR(unpacked));
+		if ((Pointer) unpacked != DatumGetPointer(value))
+			pfree(unpacked);
+	}
+	else if (plan->kinds[i] != KIND_OUTPUT)
+		append_json_integer(out, plan->kinds[i], value);
+	else
+	{
+		char	   *text = OutputFunctionCall(&plan->output[i], value);
+
+		append_json_bytes(out, text, strlen(text));
+	}
 }
 
 /* The row as a JSON object of column name to text or null. */
 static void
 render(StringInfo out, RowPlan *plan, TupleDesc desc, HeapTuple tuple)
 {
-	bool		first = true;
 	int			i;
 
 	appendStringInfoChar(out, '{');
 	for (i = 0; i < desc->natts; i++)
 	{
-		Form_pg_attribute attribute = TupleDescAttr(desc, i);
 		Datum		value;
 		bool		isnull;
 
-		if (attribute->attisdropped || !plan->captured[i])
+		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
 			continue;
-		if (!first)
-			appendStringInfoString(out, ", ");
-		first = false;
-		escape_json(out, NameStr(attribute->attname));
-		appendStringInfoString(out, ": ");
 		value = heap_getattr(tuple, i + 1, desc, &isnull);
-		if (isnull)
-			appendStringInfoString(out, "null");
-		else
-			escape_json(out, OutputFunctionCall(&plan->output[i], value));
+		render_value(out, plan, i, value, isnull);
 	}
 	appendStringInfoChar(out, '}');
+}
+
+/* The same for a row of a transition table. */
+static void
+render_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
+{
+	int			i;
+
+	slot_getallattrs(slot);
+	appendStringInfoChar(out, '{');
+	for (i = 0; i < desc->natts; i++)
+	{
+		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
+			continue;
+		render_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i]);
+	}
+	appendStringInfoChar(out, '}');
+}
+
+/* Is ``function`` a pgshovel capture function (pgshovel_<cluster>.capture)? */
+static bool
+capture_function(Oid function, Oid mine)
+{
+	char	   *name;
+	char	   *schema;
+
+	if (function == mine)
+		return true;
+	name = get_func_name(function);
+	schema = get_namespace_name(get_func_namespace(function));
+	return name != NULL && schema != NULL && strcmp(name, "capture") == 0
+		&& strncmp(schema, "pgshovel_", strlen("pgshovel_")) == 0;
+}
+
+/*
+ * May this relation's statement triggers capture it? pgshovel-admin gives
+ * row triggers instead to a table
+ *   - in an inheritance tree: a statement on a parent fires no statement
+ *     trigger of its children (their rows would be missed), and a parent's
+ *     transition tables hold its children's rows too (captured as its own).
+ *     The set's row trigger with a transition table that never fires keeps a
+ *     table with statement triggers from becoming a child or a partition
+ *     (PostgreSQL refuses); this catches one that became a parent since (a
+ *     flag in the relation's cache: no catalog read otherwise);
+ *   - with a trigger of its own that fires after its rows change (not an
+ *     internal one, such as a foreign key's, nor a capture function): it may
+ *     change rows of the table again before the statement's events are
+ *     written, which would then come after the later change.
+ * A table that got either since its set was created stops here, loudly.
+ */
+static void
+check_statement_capture(Relation rel, Oid mine)
+{
+	TriggerDesc *triggers = rel->trigdesc;
+	int			i;
+
+	if (rel->rd_rel->relispartition
+		|| (rel->rd_rel->relhassubclass
+			&& find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pgshovel capture: table \"%s.%s\" is in an inheritance tree, where its statement triggers cannot capture exactly its rows",
+						get_namespace_name(RelationGetNamespace(rel)),
+						RelationGetRelationName(rel)),
+				 errhint("Run pgshovel-admin set update for its sets: it then gets row triggers.")));
+	for (i = 0; triggers != NULL && i < triggers->numtriggers; i++)
+	{
+		Trigger    *trigger = &triggers->triggers[i];
+
+		if (trigger->tgisinternal || trigger->tgenabled == TRIGGER_DISABLED
+			|| (trigger->tgtype & (TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_INSTEAD)) != 0
+			|| (trigger->tgtype & (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE
+								   | TRIGGER_TYPE_DELETE)) == 0
+			|| capture_function(trigger->tgfoid, mine))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pgshovel capture: table \"%s.%s\" has trigger \"%s\", which fires after its rows change: its statement triggers would write the statement's events after what that trigger changes",
+						get_namespace_name(RelationGetNamespace(rel)),
+						RelationGetRelationName(rel), trigger->tgname),
+				 errhint("Run pgshovel-admin set update for its sets: it then gets row triggers.")));
+	}
+}
+
+/* Read ``rows`` from its first row on, with a read pointer of our own. */
+static void
+read_from_start(Tuplestorestate *rows)
+{
+	if (rows == NULL)
+		return;
+	tuplestore_select_read_pointer(rows, tuplestore_alloc_read_pointer(rows, EXEC_FLAG_REWIND));
+	tuplestore_rescan(rows);
+}
+
+/*
+ * An UPDATE whose SET list names no captured column changes none, unless a
+ * BEFORE ROW trigger changed one (it is not in tg_updatedcols): no event then.
+ */
+static bool
+no_captured_column_updated(TriggerData *trigdata, RowPlan *plan)
+{
+	Relation	rel = trigdata->tg_relation;
+	int			i;
+
+	if (trigdata->tg_trigger->tgargs[3][0] == '\0' || trigdata->tg_updatedcols == NULL
+		|| (rel->trigdesc != NULL && rel->trigdesc->trig_update_before_row))
+		return false;
+	for (i = 0; i < plan->natts; i++)
+	{
+		if (plan->captured[i]
+			&& bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber,
+							 trigdata->tg_updatedcols))
+			return false;
+	}
+	return true;
+}
+
+/* A statement trigger's call: an event per row of its transition tables. */
+static void
+capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *entry,
+				  Datum name)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	desc = RelationGetDescr(rel);
+	Tuplestorestate *old_rows = NULL;
+	Tuplestorestate *new_rows = NULL;
+	TupleTableSlot *old_slot = NULL;
+	TupleTableSlot *new_slot = NULL;
+	EventBatch *batch;
+	RowPlan    *plan;
+	StringInfoData data;
+	char	   *type;
+	bool		done = false;
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		type = "I";
+		new_rows = trigdata->tg_newtable;
+	}
+	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		type = "U";
+		old_rows = trigdata->tg_oldtable;
+		new_rows = trigdata->tg_newtable;
+	}
+	else
+	{
+		type = "D";
+		old_rows = trigdata->tg_oldtable;
+	}
+	if ((type[0] != 'I' && old_rows == NULL) || (type[0] != 'D' && new_rows == NULL))
+		ereport(ERROR,
+				(errmsg("pgshovel capture: statement trigger \"%s\" on \"%s\" has no transition tables",
+						trigdata->tg_trigger->tgname, RelationGetRelationName(rel)),
+				 errhint("Run pgshovel-admin set update to install the set's triggers again.")));
+	check_statement_capture(rel, fcinfo->flinfo->fn_oid);
+	if (tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows) == 0)
+		return;
+	if (old_rows != NULL && new_rows != NULL
+		&& tuplestore_tuple_count(old_rows) != tuplestore_tuple_count(new_rows))
+		elog(ERROR, "pgshovel capture: the transition tables of \"%s\" hold %lld old and %lld new rows",
+			 RelationGetRelationName(rel), (long long) tuplestore_tuple_count(old_rows),
+			 (long long) tuplestore_tuple_count(new_rows));
+	plan = row_plan(fcinfo, rel, trigdata->tg_trigger->tgargs[3]);
+	if (type[0] == 'U' && no_captured_column_updated(trigdata, plan))
+		return;
+
+	batch = palloc(sizeof(EventBatch));
+	batch_begin(batch, entry, name, rel, trigdata->tg_trigger,
+				tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows));
+	if (old_rows != NULL)
+		old_slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	if (new_rows != NULL)
+		new_slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	read_from_start(old_rows);
+	read_from_start(new_rows);
+	initStringInfo(&data);
+	while (!done)
+	{
+		int			level = settings_pinned() ? -1 : pin_settings();
+		MemoryContext previous = MemoryContextSwitchTo(batch->context);
+		int			read;
+
+		/*
+		 * Up to a batch of rows read too: the memory their rendering takes is
+		 * the batch's, even when an UPDATE changed none of their columns.
+		 */
+		for (read = 0; read < BATCH_EVENTS && !batch_full(batch); read++)
+		{
+			bool		have_old;
+			bool		have_new;
+			int			old_start = 0;
+			int			old_length = 0;
+
+			/*
+			 * Not into the batch's memory: a tuplestore spilled to disk reads
+			 * each row into new memory that the slot frees at the next row,
+			 * maybe after the batch's memory was reset.
+			 */
+			MemoryContextSwitchTo(previous);
+			have_old = old_rows != NULL
+				&& tuplestore_gettupleslot(old_rows, true, false, old_slot);
+			have_new = new_rows != NULL
+				&& tuplestore_gettupleslot(new_rows, true, false, new_slot);
+			MemoryContextSwitchTo(batch->context);
+
+			if (!have_old && !have_new)
+			{
+				done = true;
+				break;
+			}
+			resetStringInfo(&data);
+			appendStringInfoChar(&data, '[');
+			if (have_old)
+			{
+				old_start = data.len;
+				render_slot(&data, plan, desc, old_slot);
+				old_length = data.len - old_start;
+			}
+			else
+				appendBinaryStringInfo(&data, "null", 4);
+			appendStringInfoChar(&data, ',');
+			if (have_new)
+			{
+				int			new_start = data.len;
+
+				render_slot(&data, plan, desc, new_slot);
+				/* an UPDATE that leaves the captured columns as they were */
+				if (have_old && data.len - new_start == old_length
+					&& memcmp(data.data + old_start, data.data + new_start, old_length) == 0)
+					continue;
+			}
+			else
+				appendBinaryStringInfo(&data, "null", 4);
+			appendStringInfoChar(&data, ']');
+			batch_add(batch, type, &data);
+		}
+		MemoryContextSwitchTo(previous);
+		if (level >= 0)
+			AtEOXact_GUC(true, level);
+		batch_write(batch);
+	}
+	batch_end(batch);
+	if (old_slot != NULL)
+		ExecDropSingleTupleTableSlot(old_slot);
+	if (new_slot != NULL)
+		ExecDropSingleTupleTableSlot(new_slot);
 }
 
 Datum
@@ -545,7 +1272,11 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		return PointerGetDatum(NULL);
 	}
 	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		elog(ERROR, "pgshovel capture: must be a row trigger (or a TRUNCATE trigger)");
+	{
+		capture_statement(fcinfo, trigdata, entry, name);
+		SPI_finish();
+		return PointerGetDatum(NULL);
+	}
 
 	plan = row_plan(fcinfo, rel, trigger->tgargs[3]);
 	if (!settings_pinned())
@@ -597,11 +1328,24 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(pgshovel_capture_version);
 
 /*
- * The contract version of this library: pgshovel-admin installs the C trigger
- * only where the library answers the version it expects (else PL/pgSQL).
+ * Contract 1, row triggers only: what pgshovel before statement triggers
+ * asks. This library still serves it (row triggers work as they did).
  */
 Datum
 pgshovel_capture_version(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT32(1);
+}
+
+PG_FUNCTION_INFO_V1(pgshovel_capture_contract);
+
+/*
+ * The contract version of this library: pgshovel-admin installs the C trigger
+ * only where the library answers the version it expects (else PL/pgSQL).
+ * 2: statement triggers with transition tables, besides row triggers.
+ */
+Datum
+pgshovel_capture_contract(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(CONTRACT);
 }

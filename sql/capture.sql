@@ -4,8 +4,8 @@
 -- psycopg2.sql: {schema} is the cluster's schema and {hstore} the schema of the
 -- hstore extension, both rendered as quoted identifiers.
 --
--- Every row trigger and TRUNCATE trigger of every set calls it with constant
--- arguments fixed at install time:
+-- Every trigger of every set calls it with constant arguments fixed at install
+-- time:
 --   TG_ARGV[0]  PgQ queue name (pgshovel.<cluster>.<set>)
 --   TG_ARGV[1]  set version stamped on every event
 --   TG_ARGV[2]  key columns, a JSON array of names ([] for unkeyed tables)
@@ -18,6 +18,14 @@
 --   ev_extra1  schema name, ev_extra2 table name (at capture time)
 --   ev_extra3  set version, ev_extra4 key columns (TG_ARGV[2] verbatim)
 -- ev_txid and ev_time come from PgQ.
+--
+-- Statement triggers (one per event, FOR EACH STATEMENT) name their transition
+-- tables pgshovel_old and pgshovel_new: one event per row, in the order the
+-- statement changed them (an UPDATE's old and new rows pair up by position).
+-- Row triggers (tables in an inheritance tree) write the row they fire for.
+-- A transition table's row is o.* / n.*: a bare o or n would be a column of
+-- that name where the table has one; the variables win over the table's
+-- columns in the queries (#variable_conflict use_variable).
 --
 -- hstore(record) renders each column with its output function in C, so values
 -- are exactly PostgreSQL's text; the SET clauses pin every setting that changes
@@ -33,13 +41,82 @@ SET timezone = 'UTC'
 SET extra_float_digits = 1
 SET bytea_output = 'hex'
 AS $pgshovel$
+#variable_conflict use_variable
 DECLARE
     old_row text;
     new_row text;
+    columns text[];
+    other name;
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         PERFORM pgq.insert_event(TG_ARGV[0], 'T', '[null,null]',
             TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+        RETURN NULL;
+    END IF;
+    IF TG_LEVEL = 'STATEMENT' THEN
+        -- What the C trigger checks (see check_statement_capture in ext/pgshovel_capture.c):
+        -- in an inheritance tree a statement trigger does not see exactly its table's rows;
+        -- a trigger of the table's own firing after its rows change may change them again
+        -- before this writes the statement's events.
+        IF (SELECT c.relispartition FROM pg_class c WHERE c.oid = TG_RELID)
+           OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = TG_RELID) THEN
+            RAISE EXCEPTION 'pgshovel capture: table "%.%" is in an inheritance tree, where its statement triggers cannot capture exactly its rows', TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Run pgshovel-admin set update for its sets: it then gets row triggers.';
+        END IF;
+        SELECT t.tgname INTO other FROM pg_trigger t
+            JOIN pg_proc p ON p.oid = t.tgfoid
+            JOIN pg_namespace s ON s.oid = p.pronamespace
+            WHERE t.tgrelid = TG_RELID AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+              AND t.tgtype & 66 = 0 AND t.tgtype & 28 <> 0
+              AND NOT (p.proname = 'capture' AND s.nspname LIKE 'pgshovel\_%')
+            ORDER BY t.tgname LIMIT 1;
+        IF other IS NOT NULL THEN
+            RAISE EXCEPTION 'pgshovel capture: table "%.%" has trigger "%", which fires after its rows change: its statement triggers would write the statement''s events after what that trigger changes', TG_TABLE_SCHEMA, TG_TABLE_NAME, other
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Run pgshovel-admin set update for its sets: it then gets row triggers.';
+        END IF;
+        IF TG_ARGV[3] <> '' THEN
+            columns := TG_ARGV[3]::text[];
+        END IF;
+        IF TG_OP = 'INSERT' THEN
+            FOR new_row IN
+                SELECT {hstore}.hstore_to_json(CASE WHEN columns IS NULL THEN {hstore}.hstore(n.*)
+                    ELSE {hstore}.slice({hstore}.hstore(n.*), columns) END)
+                FROM pgshovel_new n
+            LOOP
+                PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || ']',
+                    TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+            END LOOP;
+        ELSIF TG_OP = 'UPDATE' THEN
+            FOR old_row, new_row IN
+                SELECT o.row, n.row
+                FROM (SELECT row_number() OVER () AS position,
+                             {hstore}.hstore_to_json(CASE WHEN columns IS NULL
+                                 THEN {hstore}.hstore(o.*) ELSE {hstore}.slice({hstore}.hstore(o.*), columns)
+                                 END)::text AS row
+                      FROM pgshovel_old o) o
+                JOIN (SELECT row_number() OVER () AS position,
+                             {hstore}.hstore_to_json(CASE WHEN columns IS NULL
+                                 THEN {hstore}.hstore(n.*) ELSE {hstore}.slice({hstore}.hstore(n.*), columns)
+                                 END)::text AS row
+                      FROM pgshovel_new n) n USING (position)
+                ORDER BY position
+            LOOP
+                CONTINUE WHEN old_row = new_row;
+                PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || ']',
+                    TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+            END LOOP;
+        ELSE
+            FOR old_row IN
+                SELECT {hstore}.hstore_to_json(CASE WHEN columns IS NULL THEN {hstore}.hstore(o.*)
+                    ELSE {hstore}.slice({hstore}.hstore(o.*), columns) END)
+                FROM pgshovel_old o
+            LOOP
+                PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null]',
+                    TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+            END LOOP;
+        END IF;
         RETURN NULL;
     END IF;
     IF TG_OP <> 'INSERT' THEN

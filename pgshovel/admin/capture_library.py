@@ -9,6 +9,11 @@ used when the admin connection is a superuser's and the server loads
 ``pgshovel_capture`` answering the contract version this pgshovel expects.
 ``PGSHOVEL_CAPTURE`` overrides the choice: ``auto`` (default), ``c`` (an error
 when the library cannot be used) or ``plpgsql``.
+
+The contract is asked of ``pgshovel_capture_contract()``: 2 serves statement
+triggers with transition tables besides row triggers. A library older than that
+lacks the function and gets the PL/pgSQL trigger; the library keeps answering 1
+from ``pgshovel_capture_version()``, what pgshovel before contract 2 asks.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from psycopg2.extensions import connection
 from pgshovel.errors import ConfigurationError
 
 LIBRARY = "pgshovel_capture"
-#: what pgshovel_capture_version() must answer (ext/pgshovel_capture.c)
-CONTRACT_VERSION = 1
+#: what pgshovel_capture_contract() must answer (ext/pgshovel_capture.c)
+CONTRACT_VERSION = 2
+#: the library's function that answers it
+CONTRACT_FUNCTION = "pgshovel_capture_contract"
 ENVIRONMENT = "PGSHOVEL_CAPTURE"
 CHOICES = ("auto", "c", "plpgsql")
 
@@ -75,12 +82,15 @@ def _probe(conn: connection) -> int | None:
     try:
         with conn.cursor() as cursor:
             cursor.execute(
-                sql.SQL(
-                    "CREATE FUNCTION pg_temp.pgshovel_capture_version() RETURNS integer "
-                    "LANGUAGE c AS {}, 'pgshovel_capture_version'"
-                ).format(sql.Literal(LIBRARY))
+                sql.SQL("CREATE FUNCTION {}() RETURNS integer LANGUAGE c AS {}, {}").format(
+                    sql.Identifier("pg_temp", CONTRACT_FUNCTION),
+                    sql.Literal(LIBRARY),
+                    sql.Literal(CONTRACT_FUNCTION),
+                )
             )
-            cursor.execute("SELECT pg_temp.pgshovel_capture_version()")
+            cursor.execute(
+                sql.SQL("SELECT {}()").format(sql.Identifier("pg_temp", CONTRACT_FUNCTION))
+            )
             answer = cursor.fetchone()
     except psycopg2.Error:
         return None
@@ -96,7 +106,11 @@ def choose(conn: connection, database: str) -> Implementation:
     if version == CONTRACT_VERSION:
         return "c"
     if wanted == "c":
-        found = "is not loadable by a superuser" if version is None else f"answers {version}"
+        found = (
+            f"is not loadable by a superuser or lacks {CONTRACT_FUNCTION}()"
+            if version is None
+            else f"answers {version}"
+        )
         raise ConfigurationError(
             f"{ENVIRONMENT}=c but the {LIBRARY} library of database {database!r} {found} "
             f"(expected contract {CONTRACT_VERSION}): build and install it on that server "

@@ -60,6 +60,42 @@ def schema_exists(conn: connection, schema: str) -> bool:
     return found is not None
 
 
+def row_triggers_reason(conn: connection, schema: str, table: str) -> str | None:
+    """Why the table must be captured by row triggers, or None: statement triggers can.
+
+    In an inheritance tree (a parent, a child, a partition), statement triggers miss or
+    mix up rows; a trigger of its own that fires after its rows change (not PostgreSQL's
+    internal ones, such as foreign keys', nor a pgshovel capture function) may change
+    its rows again before a statement trigger writes the statement's events, which then
+    come after the later change. See install.install_triggers.
+    """
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i "
+            "  WHERE c.oid IN (i.inhrelid, i.inhparent)), "
+            "(SELECT t.tgname FROM pg_catalog.pg_trigger t "
+            "  JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid "
+            "  JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace "
+            "  WHERE t.tgrelid = c.oid AND NOT t.tgisinternal "
+            # AFTER (not BEFORE: 2, not INSTEAD OF: 64) on INSERT (4), DELETE (8), UPDATE (16)
+            "  AND t.tgtype & 66 = 0 AND t.tgtype & 28 <> 0 "
+            "  AND NOT (p.proname = 'capture' AND pn.nspname LIKE 'pgshovel\\_%%') "
+            "  ORDER BY t.tgname LIMIT 1) "
+            "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (schema, table),
+        )
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    inherits, trigger = found
+    if inherits:
+        return "it is in an inheritance tree"
+    if trigger is not None:
+        return f"its trigger {trigger!r} fires after its rows change"
+    return None
+
+
 def queue_exists(conn: connection, queue: str) -> bool:
     if extension_schema(conn, "pgq") is None:
         return False

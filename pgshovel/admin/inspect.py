@@ -16,7 +16,7 @@ import psycopg2
 import yaml
 
 import pgshovel
-from pgshovel.admin import activity, catalog
+from pgshovel.admin import activity, catalog, install
 from pgshovel.admin.planning import Context
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
@@ -80,20 +80,27 @@ def table_status(
     conn: psycopg2.extensions.connection,
 ) -> list[str]:
     version = set_version(configuration)
-    expected = {
-        names.trigger_name(context.cluster, set_name),
-        names.truncate_trigger_name(context.cluster, set_name),
-    }
+    every = install.trigger_names(context.cluster, set_name)
+    main = names.trigger_name(context.cluster, set_name)
+    statement = {main + suffix for suffix in install.STATEMENT_TRIGGERS.values()}
     lines = []
     for table in configuration.tables:
         label = f"{table.schema}.{table.name}"
         if Catalog(conn).table(table.schema, table.name) is None:
             lines.append(f"  {label}: table missing")
             continue
+        # What set create / set update install on it now (see install.install_triggers).
+        row_triggers = catalog.row_triggers_reason(conn, table.schema, table.name)
+        expected = set(every) - statement if row_triggers else set(every)
         found = catalog.installed_triggers(conn, table.schema, table.name)
         mine = [found[name] for name in sorted(expected) if name in found]
-        if len(mine) < len(expected):
+        if not row_triggers and not statement & set(found) and set(every) - statement <= set(found):
+            # Installed before statement triggers: capturing, row by row.
+            status = "triggers outdated (row triggers: set update installs statement triggers)"
+        elif len(mine) < len(expected):
             status = "triggers missing"
+        elif row_triggers and statement & set(found):
+            status = f"triggers outdated (statement triggers, but {row_triggers})"
         elif any(len(trigger.arguments) < 2 or trigger.arguments[1] != version for trigger in mine):
             versions = sorted({trigger.arguments[1] for trigger in mine if trigger.arguments[1:]})
             status = f"triggers outdated (version {', '.join(versions)})"

@@ -24,6 +24,12 @@ from pgshovel.protocol import configuration_pb2
 from pgshovel.source import NODE_TABLE, TableInfo, captured_shape
 
 CAPTURE_FUNCTION = "capture"
+#: the statement triggers' names: the set's trigger name and one of these (a '.', which no
+#: set name holds, keeps them apart from every other set's triggers)
+STATEMENT_TRIGGERS = {"INSERT": ".insert", "UPDATE": ".update", "DELETE": ".delete"}
+#: the transition tables they name (sql/capture.sql reads them by these names)
+OLD_TABLE = "pgshovel_old"
+NEW_TABLE = "pgshovel_new"
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,8 @@ class TableCapture:
     name: str
     key_columns: tuple[str, ...]
     columns: tuple[str, ...]  # empty: every column, including ones added later
+    #: row triggers instead of statement triggers: why (catalog.row_triggers_reason), or ""
+    row_triggers: str = ""
 
 
 def resolve_table(
@@ -42,10 +50,11 @@ def resolve_table(
     *,
     allow_unkeyed: bool,
     database: str,
+    row_triggers: str = "",
 ) -> TableCapture:
     """Check a configured table against the catalog; ``database`` is a masked DSN."""
     shape = captured_shape(table, info, allow_unkeyed=allow_unkeyed, database=database)
-    return TableCapture(table.schema, table.name, shape.key, tuple(table.columns))
+    return TableCapture(table.schema, table.name, shape.key, tuple(table.columns), row_triggers)
 
 
 def text_array_literal(values: Sequence[str]) -> str:
@@ -140,43 +149,85 @@ def trigger_arguments(cluster: str, set_name: str, version: str, table: TableCap
     ]
 
 
+def trigger_names(cluster: str, set_name: str) -> list[str]:
+    """Every trigger a set may have on a table: the set's trigger, the statement triggers and
+    the TRUNCATE trigger."""
+    main = names.trigger_name(cluster, set_name)
+    return [
+        main,
+        *(main + suffix for suffix in STATEMENT_TRIGGERS.values()),
+        names.truncate_trigger_name(cluster, set_name),
+    ]
+
+
 def drop_triggers(cluster: str, set_name: str, schema: str, table: str) -> list[sql.Composable]:
     target = sql.Identifier(schema, table)
     return [
         sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(trigger), target)
-        for trigger in (
-            names.trigger_name(cluster, set_name),
-            names.truncate_trigger_name(cluster, set_name),
-        )
+        for trigger in trigger_names(cluster, set_name)
     ]
 
 
 def install_triggers(
     cluster: str, set_name: str, version: str, table: TableCapture
 ) -> list[sql.Composable]:
-    """Replace a table's row and TRUNCATE triggers for this set and version."""
+    """Replace a table's triggers for this set and version.
+
+    A plain table gets a statement trigger per event, with transition tables, and under
+    the set's trigger name a row trigger that never fires (``AFTER DELETE ... WHEN
+    (false)``, DELETE sharing the old rows the DELETE statement trigger keeps anyway): a
+    row trigger with a transition table makes PostgreSQL refuse to make the table an
+    inheritance child or a partition, whose rows a statement on the parent changes
+    without firing the child's statement triggers, and it carries the set's arguments
+    for the schema capture (``sql/schema.sql``) and ``set inspect``. A table in an
+    inheritance tree, or with an AFTER trigger of its own, gets the row trigger as it is
+    (``TableCapture.row_triggers``, see ``catalog.row_triggers_reason``). Both get the
+    TRUNCATE trigger.
+    """
     target = sql.Identifier(table.schema, table.name)
     function = sql.Identifier(names.schema_name(cluster), CAPTURE_FUNCTION)
     arguments = sql.SQL(", ").join(
         sql.Literal(argument) for argument in trigger_arguments(cluster, set_name, version, table)
     )
-    update: sql.Composable = sql.SQL("UPDATE")
-    if table.columns:
-        update = sql.SQL("UPDATE OF {}").format(
-            sql.SQL(", ").join(sql.Identifier(column) for column in table.columns)
+    main = names.trigger_name(cluster, set_name)
+    statements = drop_triggers(cluster, set_name, table.schema, table.name)
+    if table.row_triggers:
+        update: sql.Composable = sql.SQL("UPDATE")
+        if table.columns:
+            update = sql.SQL("UPDATE OF {}").format(
+                sql.SQL(", ").join(sql.Identifier(column) for column in table.columns)
+            )
+        statements.append(
+            sql.SQL(
+                "CREATE TRIGGER {} AFTER INSERT OR {} OR DELETE ON {} "
+                "FOR EACH ROW EXECUTE FUNCTION {}({})"
+            ).format(sql.Identifier(main), update, target, function, arguments)
         )
-    return [
-        *drop_triggers(cluster, set_name, table.schema, table.name),
-        sql.SQL(
-            "CREATE TRIGGER {} AFTER INSERT OR {} OR DELETE ON {} "
-            "FOR EACH ROW EXECUTE FUNCTION {}({})"
-        ).format(
-            sql.Identifier(names.trigger_name(cluster, set_name)),
-            update,
-            target,
-            function,
-            arguments,
-        ),
+    else:
+        old = sql.SQL("OLD TABLE AS {}").format(sql.Identifier(OLD_TABLE))
+        new = sql.SQL("NEW TABLE AS {}").format(sql.Identifier(NEW_TABLE))
+        statements.append(
+            sql.SQL(
+                "CREATE TRIGGER {} AFTER DELETE ON {} REFERENCING {} "
+                "FOR EACH ROW WHEN (false) EXECUTE FUNCTION {}({})"
+            ).format(sql.Identifier(main), target, old, function, arguments)
+        )
+        transition = {"INSERT": new, "UPDATE": sql.SQL("{} {}").format(old, new), "DELETE": old}
+        for event, suffix in STATEMENT_TRIGGERS.items():
+            statements.append(
+                sql.SQL(
+                    "CREATE TRIGGER {} AFTER {} ON {} REFERENCING {} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION {}({})"
+                ).format(
+                    sql.Identifier(main + suffix),
+                    sql.SQL(event),
+                    target,
+                    transition[event],
+                    function,
+                    arguments,
+                )
+            )
+    statements.append(
         sql.SQL(
             "CREATE TRIGGER {} AFTER TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {}({})"
         ).format(
@@ -184,5 +235,6 @@ def install_triggers(
             target,
             function,
             arguments,
-        ),
-    ]
+        )
+    )
+    return statements

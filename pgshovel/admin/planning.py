@@ -77,8 +77,29 @@ def _resolve_tables(
             Catalog(conn).table(table.schema, table.name),
             allow_unkeyed=configuration.allow_unkeyed,
             database=database,
+            row_triggers=catalog.row_triggers_reason(conn, table.schema, table.name) or "",
         )
         for table in configuration.tables
+    ]
+
+
+def _only(
+    configuration: SetConfiguration, table: configuration_pb2.TableConfiguration
+) -> SetConfiguration:
+    """``configuration`` with ``table`` as its only table."""
+    single = SetConfiguration()
+    single.CopyFrom(configuration)
+    del single.tables[:]
+    single.tables.append(table)
+    return single
+
+
+def _trigger_notes(tables: list[install.TableCapture]) -> list[str]:
+    """Which tables get row triggers instead of statement triggers, and why."""
+    return [
+        f"table {table.schema!r}.{table.name!r} gets row triggers: {table.row_triggers}"
+        for table in tables
+        if table.row_triggers
     ]
 
 
@@ -138,6 +159,7 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     return Plan(
         summary=f"create set {set_name!r} in cluster {context.cluster!r} at version {version}",
         cluster=context.cluster,
+        notes=tuple(_trigger_notes(tables)),
         databases=(DatabaseStep(dsn, tuple(statements)),),
         zookeeper=(
             _check(cluster_node),
@@ -193,7 +215,7 @@ def plan_set_update(
         *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
         install.create_queue(context.cluster, set_name),
     ]
-    notes = []
+    notes = _trigger_notes(tables)
     for old in current.value.tables:
         if (old.schema, old.name) in kept:
             continue
@@ -285,7 +307,8 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
 
 
 def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
-    """Reinstall the capture function in every set's database; record this version."""
+    """Reinstall the capture function in every set's database and every set's triggers;
+    record this version."""
     cluster_node = context.store.read_cluster()
     recorded = cluster_node.value.version
     if is_newer(recorded, pgshovel.__version__) and not force:
@@ -295,6 +318,7 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         )
     steps: dict[str, DatabaseStep] = {}
     checks = []
+    notes: list[str] = []
     for set_name in context.store.set_names():
         node = context.store.read_set(set_name)
         checks.append(_check(node))
@@ -304,20 +328,40 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         # would wait on each other's locks.
         key = node_id(conn, context.cluster) or dsn
         if key not in steps:
-            statements = install.base_statements(
+            base = install.base_statements(
                 context.cluster, _hstore_schema(conn, dsn), _capture(conn, dsn)
             )
-            steps[key] = DatabaseStep(dsn, tuple(statements))
-        # Every table's shape, recorded once in the history the relay decodes with.
-        announcements = [
-            schema_capture.announce(
-                context.cluster, set_name, table.schema, table.name, "pgshovel cluster upgrade"
-            )
+            steps[key] = DatabaseStep(dsn, tuple(base))
+        # Every table's triggers as this pgshovel installs them (statement triggers where
+        # they can capture), then its shape, recorded once in the history the relay
+        # decodes with.
+        statements: list[sql.Composable] = []
+        present = [
+            table
             for table in node.value.tables
             if Catalog(conn).table(table.schema, table.name) is not None
         ]
+        version = set_version(node.value)
+        for table in present:
+            try:
+                (resolved,) = _resolve_tables(conn, _only(node.value, table))
+            except ConfigurationError as error:
+                notes.append(
+                    f"set {set_name!r}: triggers of {table.schema!r}.{table.name!r} kept as "
+                    f"they are ({error}); fix the table or the set and run "
+                    "'pgshovel-admin set update'"
+                )
+                continue
+            notes += _trigger_notes([resolved])
+            statements += install.install_triggers(context.cluster, set_name, version, resolved)
+        statements += [
+            schema_capture.announce(
+                context.cluster, set_name, table.schema, table.name, "pgshovel cluster upgrade"
+            )
+            for table in present
+        ]
         step = steps[key]
-        steps[key] = DatabaseStep(step.dsn, (*step.statements, *announcements))
+        steps[key] = DatabaseStep(step.dsn, (*step.statements, *statements))
     upgraded = configuration_pb2.ClusterConfiguration(version=pgshovel.__version__)
     return Plan(
         summary=(
@@ -336,4 +380,5 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
             ),
             *checks,
         ),
+        notes=tuple(notes),
     )

@@ -120,8 +120,8 @@ BEGIN
     LOOP
         -- A query with FROM: each run takes a new snapshot and sees the worker's commits
         -- (a plain expression would keep the one it started with).
-        SELECT bool_and(txid_visible_in_snapshot(
-                   $1, (CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)::txid_snapshot))
+        SELECT bool_and(txid_visible_in_snapshot($1,
+                   (CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)::txid_snapshot))
           INTO done
           FROM {table} s
          WHERE s.phase = 'streaming' AND ($3 IS NULL OR s.set_name = $3);

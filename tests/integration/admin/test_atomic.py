@@ -83,7 +83,8 @@ def test_concurrent_updates_one_wins_the_other_conflicts(
         "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s",
         (f"pgshovel_{cluster_name}_app",),
     )[0][0]
-    assert "UPDATE OF id ON" in definition
+    # The winner's captured columns (the last trigger argument): id only.
+    assert definition.endswith("""'{"id"}')""")
     assert prepared_transactions(database) == []
 
 
@@ -152,6 +153,14 @@ def test_upgrade_failing_on_one_database_changes_no_database(
     assert _function_source(first, cluster_name) == "pgshovel_capture"
     assert _function_source(second, cluster_name) == "pgshovel_capture"
     assert zookeeper.get(f"/{cluster_name}")[1].version == before.version + 1
+    # Upgrade installs every set's triggers again: those DROP FUNCTION ... CASCADE took too.
+    for dsn, name in ((first, "one"), (second, "two")):
+        trigger = f"pgshovel_{cluster_name}_{name}"
+        assert {found for _schema, _table, found in triggers(dsn)} == {
+            trigger,
+            *(trigger + event for event in (".insert", ".update", ".delete")),
+            trigger + "_truncate",
+        }
 
 
 def test_upgrade_refuses_a_downgrade_without_force(

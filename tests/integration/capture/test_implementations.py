@@ -3,14 +3,17 @@
 Two clusters capture the same tables of one database, one with each
 implementation (chosen by PGSHOVEL_CAPTURE as pgshovel-admin does), so every
 statement fires both triggers; their queues must then decode to the same
-mutations, and hold the same event types, times, transactions and extra fields.
+mutations, and hold the same event types, times, transactions and extra fields,
+in the same order. Plain tables get statement triggers (statements of more rows
+than one batch of the C trigger, and of more bytes); an inheritance parent and
+child get row triggers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import psycopg2
 import pytest
@@ -51,6 +54,21 @@ def _function_language(dsn: str, cluster: str) -> str:
         (names.schema_name(cluster),),
     )
     return str(found[0][0])
+
+
+def _trigger_levels(dsn: str, cluster: str) -> dict[str, set[str]]:
+    """Per table, the levels (ROW, STATEMENT) of the cluster's INSERT/UPDATE/DELETE triggers."""
+    found = rows(
+        dsn,
+        "SELECT c.relname, t.tgtype & 1 = 1 FROM pg_catalog.pg_trigger t "
+        "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+        "WHERE t.tgname LIKE %s AND t.tgtype & 28 <> 0",
+        (names.trigger_prefix(cluster).replace("_", "\\_") + "%",),
+    )
+    levels: dict[str, set[str]] = {}
+    for table, row_level in found:
+        levels.setdefault(str(table), set()).add("ROW" if row_level else "STATEMENT")
+    return levels
 
 
 def _raw_events(dsn: str, cluster: str) -> list[tuple[object, ...]]:
@@ -98,9 +116,20 @@ def test_c_and_plpgsql_write_the_same_events(
     )
     execute(database, "ALTER TABLE matrix DROP COLUMN gone")
     execute(database, 'CREATE TABLE listed (k int PRIMARY KEY, "odd ""name""" text, skipped text)')
+    # Columns named like the PL/pgSQL function's aliases and variables.
+    execute(
+        database,
+        'CREATE TABLE awkward (k int PRIMARY KEY, n int, o int, "columns" text, old_row text,'
+        ' "position" int, "row" text)',
+    )
+    execute(database, "CREATE TABLE parent (k int PRIMARY KEY, v text)")
+    execute(database, "CREATE TABLE child (w int, PRIMARY KEY (k)) INHERITS (parent)")
     tables: list[dict[str, Any]] = [
         {"name": "matrix"},
         {"name": "listed", "columns": ["k", 'odd "name"']},
+        {"name": "awkward"},
+        {"name": "parent"},
+        {"name": "child"},
     ]
     monkeypatch.setenv(capture_library.ENVIRONMENT, "c")
     install(zookeeper, cluster_name, database, tables)
@@ -108,6 +137,14 @@ def test_c_and_plpgsql_write_the_same_events(
     install(zookeeper, second_cluster, database, tables)
     assert _function_language(database, cluster_name) == "c"
     assert _function_language(database, second_cluster) == "plpgsql"
+    for cluster in (cluster_name, second_cluster):
+        assert _trigger_levels(database, cluster) == {
+            "matrix": {"STATEMENT", "ROW"},  # the set's row trigger never fires: WHEN (false)
+            "listed": {"STATEMENT", "ROW"},
+            "awkward": {"STATEMENT", "ROW"},
+            "parent": {"ROW"},
+            "child": {"ROW"},
+        }
 
     columns = list(test_types.MATRIX)
     insert = sql.SQL("INSERT INTO matrix ({}) VALUES ({})").format(
@@ -135,14 +172,52 @@ def test_c_and_plpgsql_write_the_same_events(
             cursor.execute("INSERT INTO listed VALUES (3, 'rolled back', NULL)")
             cursor.execute("ROLLBACK")
             cursor.execute("DELETE FROM listed WHERE k = 1")
+            # More rows than one batch of the C trigger, then more bytes than one.
+            cursor.execute(
+                "INSERT INTO listed SELECT g, 'row ' || g, NULL FROM generate_series(10, 2509) g"
+            )
+            cursor.execute('UPDATE listed SET "odd ""name""" = k::text WHERE k >= 10')
+            cursor.execute(
+                "INSERT INTO listed SELECT g, repeat(md5(g::text), 40000), NULL "
+                "FROM generate_series(3000, 3003) g"
+            )
+            cursor.execute("DELETE FROM listed WHERE k >= 10")
+            cursor.execute(
+                "INSERT INTO awkward VALUES (1, 2, 3, 'c', 'r', 4, 'w'),"
+                " (2, NULL, 0, '', NULL, 0, '')"
+            )
+            cursor.execute("UPDATE awkward SET n = coalesce(n, 0) + 1, \"row\" = 'x'")
+            cursor.execute("DELETE FROM awkward WHERE k = 1")
+            # Row triggers: the parent's rows and the child's, a statement on the parent
+            # reaching both.
+            cursor.execute("INSERT INTO parent VALUES (1, 'p')")
+            cursor.execute("INSERT INTO child VALUES (2, 'c', 20)")
+            cursor.execute("UPDATE parent SET v = v || '!'")
+            cursor.execute("DELETE FROM parent")
             cursor.execute("TRUNCATE matrix")
     finally:
         conn.close()
 
     c_events = _raw_events(database, cluster_name)
     plpgsql_events = _raw_events(database, second_cluster)
-    assert len(c_events) > 2 * len(test_types._rows())
+    assert len(c_events) > 2 * len(test_types._rows()) + 3 * 2500
     assert c_events == plpgsql_events
+    # Row order within a statement: the order the statement changed the rows.
+    bulk = [
+        cast("list[dict[str, str]]", event[3])[1]["k"]
+        for event in c_events
+        if event[2] == "U" and event[5] == "listed"
+    ]
+    assert bulk[-2500:] == [str(k) for k in range(10, 2510)]
+    inherited = [(event[2], event[5]) for event in c_events if event[5] in ("parent", "child")]
+    assert inherited == [
+        ("I", "parent"),
+        ("I", "child"),
+        ("U", "parent"),
+        ("U", "child"),
+        ("D", "parent"),
+        ("D", "child"),
+    ]
     assert captured(database, cluster_name) == captured(database, second_cluster)
 
 

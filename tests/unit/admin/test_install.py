@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 
+from psycopg2 import sql
+
 from pgshovel.admin.install import (
     TableCapture,
+    drop_triggers,
+    install_triggers,
     resolve_table,
     text_array_literal,
     trigger_arguments,
+    trigger_names,
 )
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation, render
+from pgshovel.cluster.names import CLUSTER_NAME_MAX, SET_NAME_MAX
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import Column, TableInfo
 
@@ -57,3 +63,65 @@ def test_render_shows_every_statement_and_operation_without_passwords() -> None:
     assert "hunter2" not in text
     assert "  <S1>;\n  <S2>;" in text
     assert "check /c (expecting version 3)" in text
+
+
+def _flat(statement: sql.Composable) -> str:
+    """A statement as text without a server: identifiers quoted, literals as Python shows them."""
+    if isinstance(statement, sql.Composed):
+        return "".join(_flat(part) for part in statement)
+    if isinstance(statement, sql.Identifier):
+        return ".".join('"' + part.replace('"', '""') + '"' for part in statement.strings)
+    if isinstance(statement, sql.Literal):
+        return repr(statement.wrapped)
+    assert isinstance(statement, sql.SQL)
+    return statement.string
+
+
+def test_a_plain_table_gets_statement_triggers_and_a_guard_that_never_fires() -> None:
+    table = TableCapture("public", "orders", ("id",), ("id", "status"))
+    texts = [_flat(statement) for statement in install_triggers("c", "s", "0123", table)]
+    assert trigger_names("c", "s") == [
+        "pgshovel_c_s",
+        "pgshovel_c_s.insert",
+        "pgshovel_c_s.update",
+        "pgshovel_c_s.delete",
+        "pgshovel_c_s_truncate",
+    ]
+    assert texts[:5] == [_flat(drop) for drop in drop_triggers("c", "s", "public", "orders")]
+    arguments = "('pgshovel.c.s', '0123', '[\"id\"]', '{\"id\",\"status\"}')"
+    assert texts[5:] == [
+        'CREATE TRIGGER "pgshovel_c_s" AFTER DELETE ON "public"."orders" REFERENCING OLD TABLE '
+        'AS "pgshovel_old" FOR EACH ROW WHEN (false) EXECUTE FUNCTION "pgshovel_c"."capture"'
+        + arguments,
+        'CREATE TRIGGER "pgshovel_c_s.insert" AFTER INSERT ON "public"."orders" REFERENCING '
+        'NEW TABLE AS "pgshovel_new" FOR EACH STATEMENT EXECUTE FUNCTION "pgshovel_c"."capture"'
+        + arguments,
+        'CREATE TRIGGER "pgshovel_c_s.update" AFTER UPDATE ON "public"."orders" REFERENCING '
+        'OLD TABLE AS "pgshovel_old" NEW TABLE AS "pgshovel_new" FOR EACH STATEMENT EXECUTE '
+        'FUNCTION "pgshovel_c"."capture"' + arguments,
+        'CREATE TRIGGER "pgshovel_c_s.delete" AFTER DELETE ON "public"."orders" REFERENCING '
+        'OLD TABLE AS "pgshovel_old" FOR EACH STATEMENT EXECUTE FUNCTION "pgshovel_c"."capture"'
+        + arguments,
+        'CREATE TRIGGER "pgshovel_c_s_truncate" AFTER TRUNCATE ON "public"."orders" FOR EACH '
+        'STATEMENT EXECUTE FUNCTION "pgshovel_c"."capture"' + arguments,
+    ]
+
+
+def test_a_table_that_needs_row_triggers_gets_them_with_its_column_list() -> None:
+    table = TableCapture("public", "orders", ("id",), ("id", "status"), "it is in a tree")
+    texts = [_flat(statement) for statement in install_triggers("c", "s", "0123", table)]
+    created = [text for text in texts if text.startswith("CREATE TRIGGER")]
+    assert len(created) == 2
+    assert created[0].startswith(
+        'CREATE TRIGGER "pgshovel_c_s" AFTER INSERT OR UPDATE OF "id", "status" OR DELETE ON '
+        '"public"."orders" FOR EACH ROW EXECUTE FUNCTION'
+    )
+    assert "FOR EACH STATEMENT" not in created[0] and "AFTER TRUNCATE" in created[1]
+    # Every name a set may have used is dropped first, whatever the table had.
+    assert len([text for text in texts if text.startswith("DROP TRIGGER")]) == 5
+
+
+def test_statement_trigger_names_stay_within_postgresql_identifiers() -> None:
+    longest = trigger_names("c" * CLUSTER_NAME_MAX, "s" * SET_NAME_MAX)
+    assert max(len(name.encode()) for name in longest) <= 63
+    assert len(set(longest)) == len(longest)

@@ -30,6 +30,7 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
     for script in ("tpcb", "update"):
         for key in (
             "pgshovel",
+            "pgshovel_row",
             "pgshovel_plpgsql",
             "jsontriga",
             "floor",
@@ -43,7 +44,14 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
             expected.append(f"capture.{script}.{key}.durable")
     expected += [
         f"capture.bulk.{mode}"
-        for mode in ("pgshovel", "pgshovel_plpgsql", "jsontriga", "floor", "logical")
+        for mode in (
+            "pgshovel",
+            "pgshovel_row",
+            "pgshovel_plpgsql",
+            "jsontriga",
+            "floor",
+            "logical",
+        )
     ]
     assert list(figures) == expected
     assert all(figure.values and figure.baseline and not figure.note for figure in figures.values())
@@ -80,5 +88,5 @@ def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
 
 def test_an_empty_run_still_lists_every_figure() -> None:
     figures = capture.figures(capture.CaptureRuns(), QUICK)
-    assert len(figures) == 29
+    assert len(figures) == 32
     assert all(not figure.values for figure in figures)
