@@ -139,13 +139,40 @@ $f$;
 )
 
 
+#: Marks the read-your-writes functions' version (their comment): replaced only when older.
+FUNCTIONS_VERSION = "pgshovel read-your-writes 1"
+
+#: The newest column; a state table without it is extended (ALTER TABLE only then: it takes
+#: an exclusive lock that a running wait_applied, reading the table, would hold up).
+_NEWEST_COLUMN = "horizon"
+
+
 def create(cursor: Cursor) -> None:
+    """The state schema, table and functions, each only when missing or older."""
     # Workers of several sets may start at once on one target: one creates at a time.
     cursor.execute("SELECT pg_advisory_xact_lock(hashtext('pgshovel_replication schema'))")
     cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STATE_SCHEMA)))
     cursor.execute(_CREATE)
-    cursor.execute(_EXTEND)
-    cursor.execute(_FUNCTIONS.format(schema=sql.Identifier(STATE_SCHEMA), table=_TABLE))
+    cursor.execute(
+        "SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass AND attname = %s "
+        "AND NOT attisdropped",
+        (f"{STATE_SCHEMA}.{STATE_TABLE}", _NEWEST_COLUMN),
+    )
+    if cursor.fetchone() is None:
+        cursor.execute(_EXTEND)
+    cursor.execute(
+        "SELECT pg_catalog.obj_description(to_regprocedure(%s)::oid, 'pg_proc') = %s",
+        (f"{STATE_SCHEMA}.wait_applied(bigint,interval,text)", FUNCTIONS_VERSION),
+    )
+    current = cursor.fetchone()
+    if not (current and current[0]):
+        schema = sql.Identifier(STATE_SCHEMA)
+        cursor.execute(_FUNCTIONS.format(schema=schema, table=_TABLE))
+        cursor.execute(
+            sql.SQL("COMMENT ON FUNCTION {}.wait_applied(bigint, interval, text) IS {}").format(
+                schema, sql.Literal(FUNCTIONS_VERSION)
+            )
+        )
 
 
 def lock(cursor: Cursor, cluster: str, set_name: str) -> None:

@@ -155,7 +155,9 @@ def test_wait_applied_returns_when_the_row_is_visible_through_a_kill_9(
             started = time.monotonic()
             with reader.cursor() as cursor:
                 cursor.execute("SELECT pgshovel_replication.wait_applied(%s, '60 s')", (txid,))
-                assert cursor.fetchone() == (True,)
+                waited = cursor.fetchone()
+                cursor.execute("SELECT horizon, snapshot FROM pgshovel_replication.worker_state")
+                assert waited == (True,), f"txid {txid}, state {cursor.fetchall()}"
                 latencies.append((time.monotonic() - started) * 1000)
                 cursor.execute("SELECT note FROM items WHERE id = %s", (key,))
                 assert cursor.fetchone() == ("probe",), f"probe {key} (txid {txid}) not visible"
