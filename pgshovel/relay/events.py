@@ -245,14 +245,21 @@ class EventDecoder:
         else:
             self._mutation_into(event, message.operation.mutation)
 
-    def _mutation_into(self, event: tuple[Any, ...], mutation: stream_pb2.Mutation) -> None:
-        mutation.MergeFromString(self.encode(event))
+    def encode_mutation(self, event: tuple[Any, ...]) -> bytes | None:
+        """The serialized Mutation of ``event``; None for a schema event or a watermark.
 
-    def encode(self, event: tuple[Any, ...]) -> bytes:
-        """The serialized Mutation of ``event``, a mutation event (types I, U, D, T).
-
-        Exactly the bytes of the Mutation ``decode`` returns; raises the same errors.
+        Exactly the bytes of the Mutation ``decode_into`` writes; raises the same
+        errors.
         """
+        kind = event[3]
+        if kind == SCHEMA_EVENT or kind == WATERMARK_EVENT:
+            return None
+        return self._encode(event)
+
+    def _mutation_into(self, event: tuple[Any, ...], mutation: stream_pb2.Mutation) -> None:
+        mutation.MergeFromString(self._encode(event))
+
+    def _encode(self, event: tuple[Any, ...]) -> bytes:
         event_id, time, txid, kind, data, schema, name, version, keys = event
         old, new = _parse_rows(event_id, data)
         schema, name = schema or "", name or ""

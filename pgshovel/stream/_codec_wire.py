@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["length_prefixed", "signed", "varint", "zigzag"]
+__all__ = ["ClockVarint", "length_prefixed", "signed", "varint", "zigzag"]
 
 # Lengths and small numbers are nearly always below 2**14: two bytes at most,
 # looked up; a larger number goes 14 bits (two bytes) at a time.
@@ -53,3 +53,25 @@ def zigzag(number: int) -> bytes:
 def length_prefixed(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field (string, bytes or message) with its tag."""
     return tag + varint(len(payload)) + payload
+
+
+class ClockVarint:
+    """``signed`` of a clock's readings, a large number whose high bits rarely change.
+
+    The low 14 bits come from a table; the varint of the rest is kept from the
+    previous reading (microseconds: it changes every 16 ms).
+    """
+
+    __slots__ = ("_high", "_high_varint")
+
+    def __init__(self) -> None:
+        self._high = -1
+        self._high_varint = b""
+
+    def __call__(self, number: int) -> bytes:
+        if number < _CACHED:
+            return _VARINTS[number] if number >= 0 else signed(number)
+        high = number >> 14
+        if high != self._high:
+            self._high, self._high_varint = high, varint(high)
+        return _CONTINUED[number & _LOW_BITS] + self._high_varint
