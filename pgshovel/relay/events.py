@@ -37,9 +37,9 @@ from pgshovel.stream._codec_mutation import (
     EncodedColumn,
     RowError,
     encode_column,
-    encode_mutation,
     encode_row,
     keys_piece,
+    mutation_encoder,
     set_version_piece,
     table_piece,
 )
@@ -215,6 +215,7 @@ class EventDecoder:
         # Encoding plans by the identity of the decoding plan they were made from
         # (kept alive here, so the identity cannot be reused).
         self._plans: dict[int, tuple[list[Column], list[EncodedColumn]]] = {}
+        self._encode_mutation = mutation_encoder()
 
     @classmethod
     def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
@@ -289,7 +290,7 @@ class EventDecoder:
         version_bytes = self._version_pieces.get(version)
         if version_bytes is None:
             version_bytes = self._version_pieces[version] = set_version_piece(version or "")
-        return encode_mutation(
+        return self._encode_mutation(
             event_id, table_bytes, operation, key_piece, old_row, new_row, time, txid, version_bytes
         )
 

@@ -18,7 +18,13 @@ from pgshovel.stream import _codec_scalar as scalar
 from pgshovel.stream import _codec_temporal as temporal
 from pgshovel.stream._codec_fill import MAX_TIMESTAMP_MICROS, STRING_TYPES, Filler
 from pgshovel.stream._codec_float import parse_float
-from pgshovel.stream._codec_wire import length_prefixed, pack_double, varint, zigzag
+from pgshovel.stream._codec_wire import (
+    clustered_varint,
+    length_prefixed,
+    pack_double,
+    varint,
+    zigzag,
+)
 
 Encoder = Callable[[str], bytes]
 
@@ -108,20 +114,25 @@ def _timestamp_encoder(with_zone: bool) -> Encoder:
     type_piece = length_prefixed(_FIELD1_TEXT, type_name.encode())
     zone = _WITH_ZONE if with_zone else b""
     parse = temporal.parse_timestamp
+    micros_varint = clustered_varint()
     # The rows of one transaction often share a timestamp (now() is the
     # transaction's start): remember the last few thousand texts.
     cache: dict[str, bytes] = {}
+    cached = cache.get
 
     def encode(text: str) -> bytes:
-        encoded = cache.get(text)
+        encoded = cached(text)
         if encoded is not None:
             return encoded
         micros, infinity = parse(text, with_zone)
         if micros > MAX_TIMESTAMP_MICROS:
             return _other(type_piece, text)  # past the protocol's sint64, as the filler does
-        body = _FIELD1_VARINT + zigzag(micros) + zone if micros else zone
         if infinity:
-            body += _FIELD3_VARINT + varint(infinity)
+            body = zone + _FIELD3_VARINT + varint(infinity)
+        elif micros:
+            body = _FIELD1_VARINT + micros_varint((micros << 1) ^ (micros >> 63)) + zone
+        else:
+            body = zone
         encoded = _TIMESTAMP + varint(len(body)) + body
         if len(cache) >= CACHED_TIMESTAMPS:
             cache.clear()

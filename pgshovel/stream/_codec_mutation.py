@@ -12,18 +12,22 @@ tell the two apart; the unit tests compare them byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from pgshovel.stream._codec_encode import NULL_VALUE, Encoder
-from pgshovel.stream._codec_wire import length_prefixed, signed, varint
+from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, varint
 
 __all__ = [
     "EncodedColumn",
+    "MutationEncoder",
     "RowError",
     "encode_column",
-    "encode_mutation",
     "encode_row",
+    "keys_piece",
+    "mutation_encoder",
+    "set_version_piece",
+    "table_piece",
     "text_field",
 ]
 
@@ -122,39 +126,58 @@ def text_field(tag: bytes, text: str) -> bytes:
     return length_prefixed(tag, text.encode()) if text else b""
 
 
-def encode_mutation(
-    event_id: int,
-    table: bytes,
-    operation: int,
-    keys: bytes,
-    old: bytes | None,
-    new: bytes | None,
-    timestamp: int,
-    transaction: int,
-    set_version: bytes,
-) -> bytes:
-    """The serialized ``Mutation``; ``table``, ``keys`` and ``set_version`` are pre-encoded.
+MutationEncoder = Callable[
+    [int, bytes, int, bytes, "bytes | None", "bytes | None", int, int, bytes], bytes
+]
 
-    ``table`` is ``table_piece(schema, name)``, ``keys`` ``keys_piece(names)``,
-    ``set_version`` ``text_field(SET_VERSION, version)``; ``old`` and ``new`` are
-    ``encode_row`` results or None (an empty row is left out, as the runtime does).
+
+def mutation_encoder() -> MutationEncoder:
+    """``encode_mutation`` for one stream of events (one relay's decoder).
+
+    The event ids, times and transactions of a stream come clustered, so the
+    varints of their high bits are kept from one event to the next.
     """
-    parts = [_ID + signed(event_id) if event_id else b"", table]
-    if operation:
-        parts.append(_OPERATION + varint(operation))
-    parts.append(keys)
-    if old:
-        parts.append(_OLD + varint(len(old)))
-        parts.append(old)
-    if new:
-        parts.append(_NEW + varint(len(new)))
-        parts.append(new)
-    if timestamp:
-        parts.append(_TIMESTAMP + signed(timestamp))
-    if transaction:
-        parts.append(_TRANSACTION + varint(transaction))
-    parts.append(set_version)
-    return b"".join(parts)
+    id_varint, time_varint, transaction_varint = (
+        clustered_varint(),
+        clustered_varint(),
+        clustered_varint(),
+    )
+
+    def encode_mutation(
+        event_id: int,
+        table: bytes,
+        operation: int,
+        keys: bytes,
+        old: bytes | None,
+        new: bytes | None,
+        timestamp: int,
+        transaction: int,
+        set_version: bytes,
+    ) -> bytes:
+        """The serialized ``Mutation``; ``table``, ``keys`` and ``set_version`` pre-encoded.
+
+        ``table`` is ``table_piece(schema, name)``, ``keys`` ``keys_piece(names)``,
+        ``set_version`` ``set_version_piece(version)``; ``old`` and ``new`` are
+        ``encode_row`` results or None (an empty row is left out, as the runtime does).
+        """
+        parts = [_ID + id_varint(event_id) if event_id else b"", table]
+        if operation:
+            parts.append(_OPERATION + varint(operation))
+        parts.append(keys)
+        if old:
+            parts.append(_OLD + varint(len(old)))
+            parts.append(old)
+        if new:
+            parts.append(_NEW + varint(len(new)))
+            parts.append(new)
+        if timestamp:
+            parts.append(_TIMESTAMP + time_varint(timestamp))
+        if transaction:
+            parts.append(_TRANSACTION + transaction_varint(transaction))
+        parts.append(set_version)
+        return b"".join(parts)
+
+    return encode_mutation
 
 
 def table_piece(schema: str, name: str) -> bytes:

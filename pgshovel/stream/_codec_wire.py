@@ -11,8 +11,9 @@ zero. Numbers must be in range of their field (callers check).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
-__all__ = ["ClockVarint", "length_prefixed", "signed", "varint", "zigzag"]
+__all__ = ["clustered_varint", "length_prefixed", "signed", "varint", "zigzag"]
 
 # Lengths and small numbers are nearly always below 2**14: two bytes at most,
 # looked up; a larger number goes 14 bits (two bytes) at a time.
@@ -55,23 +56,22 @@ def length_prefixed(tag: bytes, payload: bytes) -> bytes:
     return tag + varint(len(payload)) + payload
 
 
-class ClockVarint:
-    """``signed`` of a clock's readings, a large number whose high bits rarely change.
+def clustered_varint() -> Callable[[int], bytes]:
+    """``signed`` for numbers that come clustered: a clock's readings, a batch's timestamps.
 
     The low 14 bits come from a table; the varint of the rest is kept from the
-    previous reading (microseconds: it changes every 16 ms).
+    previous number (for microseconds, it changes every 16 ms).
     """
+    last_high = -1
+    last_high_varint = b""
 
-    __slots__ = ("_high", "_high_varint")
-
-    def __init__(self) -> None:
-        self._high = -1
-        self._high_varint = b""
-
-    def __call__(self, number: int) -> bytes:
+    def encode(number: int) -> bytes:
+        nonlocal last_high, last_high_varint
         if number < _CACHED:
             return _VARINTS[number] if number >= 0 else signed(number)
         high = number >> 14
-        if high != self._high:
-            self._high, self._high_varint = high, varint(high)
-        return _CONTINUED[number & _LOW_BITS] + self._high_varint
+        if high != last_high:
+            last_high, last_high_varint = high, varint(high)
+        return _CONTINUED[number & _LOW_BITS] + last_high_varint
+
+    return encode

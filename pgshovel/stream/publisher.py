@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream._codec_wire import ClockVarint, length_prefixed, varint
+from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, varint
 
 __all__ = ["Publisher", "now_micros"]
 
@@ -177,7 +177,7 @@ class Publisher:
         batch_piece = length_prefixed(b"\x0a", batch.SerializeToString())  # .operation.batch
         batch_size = len(batch_piece)
         clock = self._clock
-        clock_varint = ClockVarint()
+        clock_varint = clustered_varint()
 
         def frame(mutation: bytes) -> bytes:
             sequence = self._next_sequence

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream import _codec_encode
-from pgshovel.stream._codec_wire import signed, varint, zigzag
+from pgshovel.stream._codec_wire import clustered_varint, signed, varint, zigzag
 from pgshovel.stream.codec import NULL_VALUE, encoder_for, filler_for, known_types
 from tests.unit.stream.test_codec_fill import SAMPLES
 from tests.unit.stream.test_codec_properties import (
@@ -207,3 +207,20 @@ def test_signed_and_zigzag_varints_are_the_runtimes(number: int) -> None:
     assert stream_pb2.Value(int64=number).SerializeToString() == b"\x18" + zigzag(number)
     mutation = stream_pb2.Mutation(id=number)
     assert mutation.SerializeToString() == (b"\x08" + signed(number) if number else b"")
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(1_700_000_000_000_000, 1_700_000_000_100_000),  # clustered
+            st.integers(-10, 20_000),
+        ),
+        max_size=30,
+    )
+)
+def test_clustered_varints_are_signed_varints_whatever_comes_in_between(
+    numbers: list[int],
+) -> None:
+    encode = clustered_varint()
+    assert [encode(number) for number in numbers] == [signed(number) for number in numbers]
