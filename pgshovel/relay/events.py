@@ -3,19 +3,19 @@
 The trigger stores values as PostgreSQL text keyed by column name; the column
 types needed to turn that text into protocol values come from the source
 catalog, looked up by the decoder once per table and cached together with each
-column's in-place decoder (``pgshovel.stream.codec.filler_for``), so the relay's
-hot path writes every value straight into the message it publishes
-(``EventDecoder.decode_into``). Rows go from the trigger's JSON (parsed with
-orjson) straight to the serialized ``Mutation`` through pre-encoded pieces
-(``pgshovel.stream._codec_mutation``), which the message then reads in one
-call: the same bytes as setting every field through the protobuf runtime, at
-a fraction of the Python calls. Trade-off, chosen for capture speed (the trigger
-writes no type information): a table whose columns changed since the cache was
-filled is looked up again when an event names a column the cache does not know,
-but a column whose *type* was altered between capture and decoding is decoded
-with its new type, and a column dropped in between travels as ``Value.other``
-with type ``unknown`` and its text intact. Key column lists are parsed once per
-distinct trigger argument.
+column's encoder (``pgshovel.stream.codec.encoder_for``). The relay's hot path
+(``EventDecoder.encode_mutation``) parses the trigger's JSON with orjson and
+goes from text straight to the serialized ``Mutation`` by joining pre-encoded
+pieces (``pgshovel.stream._codec_mutation``), which the message that carries it
+then reads in one call: the same bytes as setting every field through the
+protobuf runtime (``build_mutation``, the field-by-field reference the tests
+compare against), for a fraction of the Python calls. Trade-off, chosen for
+capture speed (the trigger writes no type information): a table whose columns
+changed since the cache was filled is looked up again when an event names a
+column the cache does not know, but a column whose *type* was altered between
+capture and decoding is decoded with its new type, and a column dropped in
+between travels as ``Value.other`` with type ``unknown`` and its text intact.
+Key column lists are parsed once per distinct trigger argument.
 """
 
 from __future__ import annotations
