@@ -50,6 +50,8 @@ setup(
         # The codec prints float4 values as PostgreSQL does (pgshovel/stream/_codec_float.py).
         "numpy>=1.24",
         "pyyaml>=6",
+        # The relay parses the capture trigger's JSON rows (pgshovel/relay/events.py).
+        "orjson>=3.9",
         "click>=8.1",
         # Typed, frozen configuration models (relay.yml, replication.yml, set files).
         "pydantic>=2.6,<3",

@@ -8,7 +8,9 @@ relay logged for that batch (take, read, frame, Kafka acks=all, finish). The
 baseline produces the same number of messages with the same sizes (read back
 from the relay's own messages on the topic) through a producer with the
 relay's settings (``producer_settings``), flushing once at the end. The
-relay's CPU seconds and peak RSS are read from /proc around each run.
+relay's CPU seconds and peak RSS are read from /proc around each run, and the
+shares of its batch time spent reading rows, decoding and in Kafka from its
+batch log lines (``details.time_split_reading_decoding_kafka``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class RelayRuns:
     peak_rss_mb: list[float] = field(default_factory=list)
     events: list[int] = field(default_factory=list)
     mean_message_bytes: float = 0.0
+    #: per run: shares of the relay's batch time reading rows, decoding, in Kafka
+    time_split: list[list[float]] = field(default_factory=list)
     profile: list[str] = field(default_factory=list)
 
 
@@ -101,8 +105,14 @@ class RelayBench:
             self.relay = None
 
 
-def relay_run(bench: RelayBench, events: int) -> tuple[float, int, _proc.Usage, int, int]:
-    """One timed relay run: (events/s, events, usage delta, first offset, end offset)."""
+def relay_run(
+    bench: RelayBench, events: int
+) -> tuple[float, int, _proc.Usage, int, int, list[float]]:
+    """One timed relay run: (events/s, events, usage delta, first offset, end offset, split).
+
+    ``split``: the shares of the batch time spent reading rows, decoding and in Kafka,
+    as the relay logged them.
+    """
     relay = bench.relay
     if relay is None:
         raise RuntimeError("relay run asked for before the relay was started")
@@ -116,14 +126,20 @@ def relay_run(bench: RelayBench, events: int) -> tuple[float, int, _proc.Usage, 
     bench.drain(timeout=max(120.0, events / 1000))
     after = _proc.usage([relay.pid])
     end = _stack.end_offset(kafka, topic)
-    done, seconds = _relaylog.throughput(_relaylog.batch_lines(relay.log_text()[log_size:]))
+    lines = _relaylog.batch_lines(relay.log_text()[log_size:])
+    done, seconds = _relaylog.throughput(lines)
     if done != events or seconds <= 0:
         raise RuntimeError(
             f"the relay logged {done!r} events in {seconds!r}s for a fill of {events!r}; "
             f"see {str(relay.log_path)!r}"
         )
     usage = _proc.Usage(after.cpu_seconds - before.cpu_seconds, after.peak_rss)
-    return done / seconds, done, usage, first, end
+    split = [part / seconds for part in _relaylog.time_split(lines)]
+    logger.info(
+        "relay run: %.0f%% reading rows, %.0f%% decoding, %.0f%% kafka",
+        *(100 * part for part in split),
+    )
+    return done / seconds, done, usage, first, end, split
 
 
 def producer_run(kafka: dict[str, str], sizes: list[int]) -> float:
@@ -195,7 +211,8 @@ def measure(
             if variant == "producer" and not sizes:
                 continue  # the first round runs the relay first, later ones reuse its sizes
             if variant == "relay":
-                rate, events, usage, first, end = relay_run(bench, settings.relay_events)
+                rate, events, usage, first, end, split = relay_run(bench, settings.relay_events)
+                runs.time_split.append([round(part, 3) for part in split])
                 runs.relay_rates.append(rate)
                 runs.events.append(events)
                 runs.cpu_per_million.append(per_million(usage.cpu_seconds, events) or 0.0)
@@ -221,6 +238,7 @@ def figures(runs: RelayRuns, settings: Settings) -> list[Figure]:
         "events_per_run": settings.relay_events,
         "messages_per_run_include_begin_commit": True,
         "mean_message_bytes": round(runs.mean_message_bytes, 1),
+        "time_split_reading_decoding_kafka": runs.time_split,
         "profile_tottime_top": runs.profile,
     }
     return [

@@ -129,6 +129,12 @@ class EventDecoder(Protocol):
         or ``SchemaError`` for an event it cannot decode, leaving ``message`` partly written."""
         ...
 
+    def encode_mutation(self, event: EventRow) -> bytes | None:
+        """The serialized ``Mutation`` of a mutation ``event``, exactly what ``decode_into``
+        writes (the relay's fast path); None for any other event, which the relay then
+        decodes with ``decode_into``. Raises the errors ``decode_into`` raises."""
+        ...
+
 
 @runtime_checkable
 class StreamWriter(Protocol):

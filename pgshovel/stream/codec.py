@@ -13,8 +13,9 @@ types are ``_`` + element typname; types without a native kind travel as
 so do timestamps after 294247-01-10 04:00:54.775807 UTC, where microseconds
 since 1970 overflow the protocol's sint64 (PostgreSQL goes on to 294276 AD).
 Decoders and encoders are looked up in dicts built once at import; hot loops
-(the relay) take a column's in-place decoder once with ``filler_for`` and
-write each value straight into the message they are building.
+take a column's decoder once, either ``filler_for`` (writes each value straight
+into a message being built) or ``encoder_for`` (the relay: each value straight
+to its serialized bytes, the same bytes the filled message serializes to).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.stream import _codec_scalar as scalar
 from pgshovel.stream import _codec_temporal as temporal
 from pgshovel.stream._codec_array import format_array
+from pgshovel.stream._codec_encode import (
+    NULL_VALUE,
+    Encoder,
+    build_encoders,
+    filled_encoder,
+    other_encoder,
+)
 from pgshovel.stream._codec_fill import (
     NON_COMMA_ARRAYS,
     Filler,
@@ -40,9 +48,12 @@ from pgshovel.stream._codec_float import format_float
 from pgshovel.stream._codec_python import IntervalParts, to_python
 
 __all__ = [
+    "NULL_VALUE",
+    "Encoder",
     "Filler",
     "IntervalParts",
     "decode_error",
+    "encoder_for",
     "filler_for",
     "known_types",
     "to_python",
@@ -51,10 +62,11 @@ __all__ = [
 ]
 
 Value = stream_pb2.Value
-Encoder = Callable[[stream_pb2.Value], str]
+TextEncoder = Callable[[stream_pb2.Value], str]
 
 _NULL = Value.NULL
 _FILLERS = build_fillers()
+_VALUE_ENCODERS = build_encoders(_FILLERS)
 
 
 def known_types() -> frozenset[str]:
@@ -77,6 +89,21 @@ def filler_for(type_name: str) -> Filler:
     if len(type_name) > 1 and type_name[0] == "_" and type_name not in NON_COMMA_ARRAYS:
         return unknown_array_filler(type_name)
     return other_filler(type_name)
+
+
+def encoder_for(type_name: str) -> Encoder:
+    """The encoder of non-NULL text of type ``type_name`` into a serialized ``Value``.
+
+    ``encoder(text)`` returns exactly the bytes of the ``Value`` that
+    ``filler_for(type_name)`` fills from ``text`` (NULL is ``NULL_VALUE``) and
+    raises the same errors. Look an encoder up once per column, not per value.
+    """
+    encoder = _VALUE_ENCODERS.get(type_name)
+    if encoder is not None:
+        return encoder
+    if len(type_name) > 1 and type_name[0] == "_" and type_name not in NON_COMMA_ARRAYS:
+        return filled_encoder(unknown_array_filler(type_name))
+    return other_encoder(type_name)
 
 
 def decode_error(type_name: str, text: str, error: Exception) -> CodecError:
@@ -134,7 +161,7 @@ def _encode_interval(value: stream_pb2.Value) -> str:
     return temporal.format_interval(interval.months, interval.days, interval.micros)
 
 
-_ENCODERS: dict[str, Encoder] = {
+_ENCODERS: dict[str, TextEncoder] = {
     "bool": lambda value: scalar.format_bool(value.bool),
     "int64": lambda value: str(value.int64),
     "double": lambda value: format_float(value.double),

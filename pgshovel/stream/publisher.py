@@ -24,8 +24,10 @@ publishes again, in one of two ways:
 Building is cheap on purpose (the relay frames tens of thousands of messages per
 second): the parts of a header that do not change within a batch (publisher,
 epoch, batch identifier) are copied from a cached template message,
-``frame_batch`` reads the clock once per batch, and ``stamp`` frames a message
-whose mutation the caller decoded in place, so the mutation is never copied.
+``frame_batch`` reads the clock once per batch, ``stamp`` frames a message
+whose mutation the caller decoded in place, so the mutation is never copied,
+and a batch's ``framer`` frames an already serialized mutation by joining
+bytes (the relay's hot path): the runtime then reads the whole message in one call.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from pgshovel.protocol import stream_pb2
+from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, varint
 
 __all__ = ["Publisher", "now_micros"]
 
@@ -50,7 +53,14 @@ class Publisher:
     Not thread-safe: one publisher belongs to one publishing loop.
     """
 
-    __slots__ = ("_clock", "_epoch", "_id", "_next_sequence", "_template", "_template_batch")
+    __slots__ = (
+        "_clock",
+        "_epoch",
+        "_id",
+        "_next_sequence",
+        "_template",
+        "_template_batch",
+    )
 
     def __init__(
         self,
@@ -152,6 +162,49 @@ class Publisher:
         header.timestamp = self._clock()
         self._next_sequence += 1
         return message
+
+    def framer(self, batch: stream_pb2.BatchIdentifier) -> Callable[[bytes], bytes]:
+        """``frame(mutation)``: the serialized next message of ``batch`` carrying ``mutation``.
+
+        ``mutation`` is a serialized Mutation; each call takes the next sequence
+        number and reads the clock like ``stamp``, and returns the bytes ``stamp``
+        gives once serialized (the caller parses them into the ``Message`` it
+        publishes). The parts that do not change within the batch are encoded
+        once, here.
+        """
+        publisher = length_prefixed(b"\x0a", self._id)  # Header.publisher
+        epoch = b"\x20" + varint(self._epoch) if self._epoch else b""  # Header.epoch
+        batch_piece = length_prefixed(b"\x0a", batch.SerializeToString())  # .operation.batch
+        batch_size = len(batch_piece)
+        clock = self._clock
+        clock_varint = clustered_varint()
+
+        def frame(mutation: bytes) -> bytes:
+            sequence = self._next_sequence
+            timestamp = clock()
+            header = (
+                publisher
+                + (b"\x10" + varint(sequence) if sequence else b"")  # Header.sequence
+                + (b"\x18" + clock_varint(timestamp) if timestamp else b"")  # Header.timestamp
+                + epoch
+            )
+            size = len(mutation)
+            mutation_head = b"\x1a" + varint(size)  # BatchOperation.mutation
+            self._next_sequence = sequence + 1
+            return b"".join(
+                (
+                    b"\x0a",  # Message.header
+                    varint(len(header)),
+                    header,
+                    b"\x12",  # Message.operation
+                    varint(batch_size + len(mutation_head) + size),
+                    batch_piece,
+                    mutation_head,
+                    mutation,
+                )
+            )
+
+        return frame
 
     def commit(self, batch: stream_pb2.BatchIdentifier) -> stream_pb2.Message:
         """The Commit message that closes ``batch``: readers may apply it now."""

@@ -8,7 +8,7 @@ import pytest
 
 from bench._modes import MODES, settings
 from bench._proc import parse_peak_rss, parse_stat
-from bench._relaylog import batch_lines, throughput
+from bench._relaylog import batch_lines, throughput, time_split
 
 RELAY_LOG = """\
 2026-11-22 06:22:20,001 INFO pgshovel.relay.service: leading set 'relay'
@@ -28,6 +28,23 @@ def test_throughput_counts_only_batches_with_events() -> None:
     events, seconds = throughput(batch_lines(RELAY_LOG))
     assert events == 20010
     assert seconds == pytest.approx(1.0)
+
+
+SPLIT_LOG = """\
+06:22:21,101 INFO pgshovel.relay.relay: batch 5: 200 events, 4100 bytes, 0.950s, lag 1.0s \
+(reading 0.250s, decoding 0.500s, kafka 0.125s)
+06:22:21,101 INFO pgshovel.relay.relay: batch 6: 0 events, 160 bytes, 0.010s, lag 1.0s \
+(reading 0.001s, decoding 0.000s, kafka 0.009s)
+06:22:21,101 INFO pgshovel.relay.relay: batch 7: 100 events, 2050 bytes, 0.500s, lag 1.0s
+"""
+
+
+def test_the_time_split_is_read_when_logged_and_zero_otherwise() -> None:
+    lines = batch_lines(SPLIT_LOG)
+    assert [line.batch for line in lines] == [5, 6, 7]
+    assert (lines[0].reading, lines[0].decoding, lines[0].kafka) == (0.25, 0.5, 0.125)
+    assert (lines[2].reading, lines[2].decoding, lines[2].kafka) == (0.0, 0.0, 0.0)
+    assert time_split(lines) == (0.25, 0.5, 0.125)  # the empty batch 6 is not work
 
 
 def test_stat_parsing_survives_spaces_and_parentheses_in_the_command() -> None:

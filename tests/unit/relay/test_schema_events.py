@@ -180,6 +180,9 @@ def test_a_row_with_columns_outside_its_shape_is_an_error_not_a_guess() -> None:
     decode(decoder, event(1, "S", facts("announce", V1)))
     with pytest.raises(SchemaError, match=r"columns \['ghost'\]"):
         decode(decoder, insert(2, {"id": "1", "ghost": "x"}))
+    # The shape is checked before any value: a bad value does not hide the mismatch.
+    with pytest.raises(SchemaError, match=r"columns \['ghost'\]"):
+        decode(decoder, insert(3, {"id": "one", "ghost": "x"}))
 
 
 def test_a_watermark_passes_through() -> None:

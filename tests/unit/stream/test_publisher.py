@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.publisher import Publisher
@@ -210,3 +212,47 @@ def test_each_batch_gets_its_own_identifier_in_every_header() -> None:
     ]
     assert [m.header.sequence for m in framed] == list(range(8))
     assert {(m.header.publisher, m.header.epoch) for m in framed} == {(PUBLISHER, 1)}
+
+
+class Readings:
+    """A clock that returns the given readings in turn."""
+
+    def __init__(self, readings: list[int]) -> None:
+        self.readings = iter(readings)
+
+    def __call__(self) -> int:
+        return next(self.readings)
+
+
+@given(
+    st.integers(0, 2**63 - 1),
+    st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=5),
+    st.integers(0, 2**63 - 1),
+    st.sampled_from([b"", NODE]),
+    st.integers(0, 2**64 - 6),
+)
+def test_a_framed_serialized_mutation_is_the_stamped_message_serialized(
+    epoch: int, readings: list[int], batch: int, node: bytes, start: int
+) -> None:
+    framing = Publisher(epoch=epoch, publisher=PUBLISHER, clock=Readings(readings))
+    stamping = Publisher(epoch=epoch, publisher=PUBLISHER, clock=Readings(readings))
+    for publisher in (framing, stamping):
+        publisher._next_sequence = start  # no need to build 2**64 messages first
+    frame = framing.framer(batch_id(batch, node))
+    for number in range(len(readings)):
+        built = stream_pb2.Message()
+        built.operation.mutation.CopyFrom(mutation(number))
+        stamped = stamping.stamp(batch_id(batch, node), built)
+        assert frame(mutation(number).SerializeToString()) == stamped.SerializeToString()
+    assert framing.next_sequence == stamping.next_sequence == start + len(readings)
+
+
+def test_framing_takes_the_next_sequence_and_reads_the_clock_for_every_message() -> None:
+    publisher = Publisher(epoch=3, publisher=PUBLISHER, clock=Clock())
+    publisher.begin(batch_id(1), tick(1), tick(2), "v1")
+    frame = publisher.framer(batch_id(1))
+    framed = [stream_pb2.Message.FromString(frame(mutation(n).SerializeToString())) for n in (5, 6)]
+    assert [m.header.sequence for m in framed] == [1, 2]
+    assert framed[1].header.timestamp - framed[0].header.timestamp == 7
+    assert [m.operation.mutation for m in framed] == [mutation(5), mutation(6)]
+    assert publisher.commit(batch_id(1)).header.sequence == 3
