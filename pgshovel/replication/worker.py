@@ -166,9 +166,9 @@ class Worker:
             else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
         )
         snapshots = self._incremental(target, desk)
-        if desk is not None:
-            self._watch_set(desk)
         try:
+            if desk is not None:
+                self._watch_set(desk)
             state = target.open(self.cluster, self.set_name)
             on_success()
             if state is None or state.phase == "snapshot":
@@ -196,8 +196,8 @@ class Worker:
             target.close()
 
     def _follow_set(self, zookeeper_hosts: str) -> None:
-        """Read the set's database from ZooKeeper now (``set failover`` may have moved it)
-        and watch it: a move restarts the worker's connections at the next micro-batch."""
+        """Read the set's database from ZooKeeper now (``set failover`` may have moved it);
+        ``_watch_set`` then notices a move while streaming."""
         try:
             with connect_zookeeper(zookeeper_hosts) as client:
                 current = ClusterStore(client, self.cluster).read_set(self.set_name).value
@@ -220,6 +220,9 @@ class Worker:
         self._moved.clear()
 
     def _watch_set(self, desk: RequestDesk) -> None:
+        """Flag a move of the set's database: the stream loop then restarts the worker's
+        connections between micro-batches (never with parts of a batch uncommitted)."""
+
         def on_change(data: bytes | None, _stat: object) -> bool:
             if data is not None:
                 updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
