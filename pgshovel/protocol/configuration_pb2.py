@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%pgshovel/protocol/configuration.proto\x12\x16pgshovel.configuration\"\'\n\x14\x43lusterConfiguration\x12\x0f\n\x07version\x18\x01 \x01(\t\"$\n\x15\x44\x61tabaseConfiguration\x12\x0b\n\x03\x64sn\x18\x01 \x01(\t\"X\n\x12TableConfiguration\x12\x0e\n\x06schema\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bkey_columns\x18\x03 \x03(\t\x12\x0f\n\x07\x63olumns\x18\x04 \x03(\t\"\xb1\x01\n\x1bReplicationSetConfiguration\x12?\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32-.pgshovel.configuration.DatabaseConfiguration\x12:\n\x06tables\x18\x02 \x03(\x0b\x32*.pgshovel.configuration.TableConfiguration\x12\x15\n\rallow_unkeyed\x18\x03 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%pgshovel/protocol/configuration.proto\x12\x16pgshovel.configuration\"\'\n\x14\x43lusterConfiguration\x12\x0f\n\x07version\x18\x01 \x01(\t\"$\n\x15\x44\x61tabaseConfiguration\x12\x0b\n\x03\x64sn\x18\x01 \x01(\t\"l\n\x12TableConfiguration\x12\x0e\n\x06schema\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bkey_columns\x18\x03 \x03(\t\x12\x0f\n\x07\x63olumns\x18\x04 \x03(\t\x12\x12\n\nprovenance\x18\x05 \x01(\x08\"\xb1\x01\n\x1bReplicationSetConfiguration\x12?\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32-.pgshovel.configuration.DatabaseConfiguration\x12:\n\x06tables\x18\x02 \x03(\x0b\x32*.pgshovel.configuration.TableConfiguration\x12\x15\n\rallow_unkeyed\x18\x03 \x01(\x08\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pgshovel.protocol.configuration_pb2', globals())
@@ -25,7 +25,7 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _DATABASECONFIGURATION._serialized_start=106
   _DATABASECONFIGURATION._serialized_end=142
   _TABLECONFIGURATION._serialized_start=144
-  _TABLECONFIGURATION._serialized_end=232
-  _REPLICATIONSETCONFIGURATION._serialized_start=235
-  _REPLICATIONSETCONFIGURATION._serialized_end=412
+  _TABLECONFIGURATION._serialized_end=252
+  _REPLICATIONSETCONFIGURATION._serialized_start=255
+  _REPLICATIONSETCONFIGURATION._serialized_end=432
 # @@protoc_insertion_point(module_scope)

@@ -28,13 +28,15 @@ class ReplicationSetConfiguration(_message.Message):
     def __init__(self, database: _Optional[_Union[DatabaseConfiguration, _Mapping]] = ..., tables: _Optional[_Iterable[_Union[TableConfiguration, _Mapping]]] = ..., allow_unkeyed: bool = ...) -> None: ...
 
 class TableConfiguration(_message.Message):
-    __slots__ = ["columns", "key_columns", "name", "schema"]
+    __slots__ = ["columns", "key_columns", "name", "provenance", "schema"]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     KEY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     key_columns: _containers.RepeatedScalarFieldContainer[str]
     name: str
+    provenance: bool
     schema: str
-    def __init__(self, schema: _Optional[str] = ..., name: _Optional[str] = ..., key_columns: _Optional[_Iterable[str]] = ..., columns: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, schema: _Optional[str] = ..., name: _Optional[str] = ..., key_columns: _Optional[_Iterable[str]] = ..., columns: _Optional[_Iterable[str]] = ..., provenance: bool = ...) -> None: ...

@@ -122,7 +122,7 @@ class Message(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., operation: _Optional[_Union[BatchOperation, _Mapping]] = ...) -> None: ...
 
 class Mutation(_message.Message):
-    __slots__ = ["id", "key_columns", "new", "old", "operation", "schema", "set_version", "table", "timestamp", "transaction"]
+    __slots__ = ["id", "key_columns", "new", "old", "operation", "provenance", "schema", "set_version", "table", "timestamp", "transaction"]
     class Operation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = []
     DELETE: Mutation.Operation
@@ -133,6 +133,7 @@ class Mutation(_message.Message):
     OLD_FIELD_NUMBER: _ClassVar[int]
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     OPERATION_UNSPECIFIED: Mutation.Operation
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
@@ -145,12 +146,13 @@ class Mutation(_message.Message):
     new: Row
     old: Row
     operation: Mutation.Operation
+    provenance: Provenance
     schema: str
     set_version: str
     table: str
     timestamp: int
     transaction: int
-    def __init__(self, id: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., key_columns: _Optional[_Iterable[str]] = ..., old: _Optional[_Union[Row, _Mapping]] = ..., new: _Optional[_Union[Row, _Mapping]] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., key_columns: _Optional[_Iterable[str]] = ..., old: _Optional[_Union[Row, _Mapping]] = ..., new: _Optional[_Union[Row, _Mapping]] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
 
 class Other(_message.Message):
     __slots__ = ["text", "type"]
@@ -159,6 +161,22 @@ class Other(_message.Message):
     text: str
     type: str
     def __init__(self, type: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class Provenance(_message.Message):
+    __slots__ = ["annotation", "application_name", "client_addr", "current_user", "query_id", "session_user"]
+    ANNOTATION_FIELD_NUMBER: _ClassVar[int]
+    APPLICATION_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ADDR_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_USER_FIELD_NUMBER: _ClassVar[int]
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_USER_FIELD_NUMBER: _ClassVar[int]
+    annotation: str
+    application_name: str
+    client_addr: str
+    current_user: str
+    query_id: int
+    session_user: str
+    def __init__(self, current_user: _Optional[str] = ..., session_user: _Optional[str] = ..., application_name: _Optional[str] = ..., client_addr: _Optional[str] = ..., query_id: _Optional[int] = ..., annotation: _Optional[str] = ...) -> None: ...
 
 class Rollback(_message.Message):
     __slots__ = []
