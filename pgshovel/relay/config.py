@@ -52,8 +52,11 @@ class TableTopics(settings.Settings):
     format: Literal["json", "debezium"] = "json"
     #: Debezium's ``source.db`` (the source database's name)
     database: str = ""
-    #: a new table topic starts with the table's rows (``op: r``) read in one snapshot
+    #: a new table topic starts with the table's rows (``op: r``), read in chunks between
+    #: watermarks while the stream goes on (``pgshovel.relay.chunked_snapshots``)
     snapshot: bool = True
+    #: rows per snapshot chunk (about: the chunk ends at the key this many rows on)
+    snapshot_chunk_rows: int = Field(10_000, ge=1)
     #: ``format: debezium`` only: also publish Debezium's transaction-metadata topic
     #: ``<prefix>.transaction`` (BEGIN/END records with per-table event counts)
     transaction_topic: bool = False

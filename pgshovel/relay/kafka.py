@@ -28,7 +28,6 @@ with its defaults (not compacted) and the writer says so once per topic.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -39,17 +38,17 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from pgshovel._kafka_properties import client_properties
+from pgshovel.cluster import names
 from pgshovel.errors import BrokerUnavailable, ConfigurationError, ProgrammingError
 from pgshovel.protocol import configuration_pb2, stream_pb2
+from pgshovel.relay.chunk_window import relay_attempt_prefix
+from pgshovel.relay.chunked_snapshots import ChunkedSnapshots
 from pgshovel.relay.config import TableTopics
 from pgshovel.relay.live_keys import live_keys
-from pgshovel.relay.table_snapshot import read_table
 from pgshovel.relay.table_topics import Record, TableTopicTranslator
 from pgshovel.settings import NonEmptyText, PositiveSeconds
-from pgshovel.stream.handoff import Snapshot, is_visible, parse_txid_snapshot
 from pgshovel.stream.last_batch import last_committed_begin
 from pgshovel.stream.reader import KafkaReader, partition_mismatch
-from pgshovel.stream.typed_json import dumps
 
 logger = logging.getLogger(__name__)
 
@@ -157,13 +156,9 @@ class KafkaWriter:
         self._translator: TableTopicTranslator | None = None
         self._ready_topics: set[str] = set()
         self._unkeyed: set[tuple[str, str]] = set()
-        # Table-topic snapshots: where to read the source, the set's tables, the topic
-        # recording finished snapshots and what it holds (topic -> snapshot).
-        self._source_dsn: str | None = None
-        self._tables: dict[tuple[str, str], configuration_pb2.TableConfiguration] = {}
-        self._state_topic: str | None = None
-        self._snapshots: dict[str, Snapshot] | None = None
-        self._started = False
+        #: table-topic snapshots (``table_topics.snapshot``), set up by ``bind``
+        self._snapshots: ChunkedSnapshots | None = None
+        self._cluster_set: tuple[str, str] = ("", "")
 
     def bind(self, default_topic: str) -> None:
         """Called by the relay with ``<cluster>.<set>``; a configured topic wins."""
@@ -182,21 +177,26 @@ class KafkaWriter:
                 else None,
             )
             if self.table_topics.snapshot:
-                self._state_topic = snapshot_topic(default_topic)
+                # <cluster>.<set>: neither name may hold a '.' (pgshovel.cluster.names).
+                cluster, _, set_name = default_topic.partition(".")
+                self._cluster_set = (cluster, set_name)
+                self._snapshots = ChunkedSnapshots(
+                    translator=self._translator,
+                    output=_SnapshotOutput(self),
+                    state_topic=snapshot_topic(default_topic),
+                    prefix=relay_attempt_prefix(cluster, set_name),
+                    chunk_rows=self.table_topics.snapshot_chunk_rows,
+                )
 
     def attach_source(
         self, dsn: str, configuration: configuration_pb2.ReplicationSetConfiguration
     ) -> None:
-        """Where table-topic snapshots read the source, and the set's tables."""
-        self._source_dsn = dsn
-        for table in configuration.tables:
-            schema = table.schema or "public"
-            self._tables[(schema, table.name)] = configuration_pb2.TableConfiguration(
-                schema=schema,
-                name=table.name,
-                key_columns=list(table.key_columns),
-                columns=list(table.columns),
-            )
+        """Where table-topic snapshots read the source and write watermarks, and the set's
+        tables."""
+        if self._snapshots is not None:
+            cluster, set_name = self._cluster_set
+            queue = names.queue_name(cluster, set_name)
+            self._snapshots.attach(dsn, cluster, queue, configuration)
 
     @property
     def bytes_sent(self) -> int:
@@ -270,33 +270,38 @@ class KafkaWriter:
     ) -> int:
         operation = message.operation
         kind = operation.WhichOneof("operation")
+        snapshots = self._snapshots
+        if kind == "mutation":
+            return self._push_mutation(producer, translator, operation.mutation)
         if kind == "begin":
             translator.begin(operation.batch.id)
-            if self._state_topic is not None and not self._started:
-                # A new table topic starts with the table's rows, before any change.
-                for schema, table in list(self._tables):
-                    self._snapshot_if_new(producer, translator, schema, table)
-                self._started = True
-            return 0
-        if kind == "schema_change" and self._state_topic is not None:
-            change = operation.schema_change
-            if change.kind in (stream_pb2.SchemaChange.ANNOUNCE, stream_pb2.SchemaChange.ALTER):
-                # A table added to the set, or renamed: its topic starts with its rows.
-                self._learn_table(change.shape)
-                self._snapshot_if_new(producer, translator, change.schema, change.table)
+            if snapshots is not None:
+                snapshots.begin()
             return 0
         if kind == "commit":
-            return self._produce_records(producer, translator.batch_end())
-        if kind != "mutation":
+            size = self._produce_records(producer, translator.batch_end())
+            if snapshots is not None:
+                size += snapshots.commit()
+            return size
+        if snapshots is None:
             return 0
-        mutation = operation.mutation
+        if kind == "watermark":
+            snapshots.watermark(operation.watermark.request)
+        elif kind == "schema_change":
+            snapshots.schema_change(operation.schema_change)
+        elif kind == "rollback":
+            snapshots.rollback()
+        return 0
+
+    def _push_mutation(
+        self, producer: Producer, translator: TableTopicTranslator, mutation: stream_pb2.Mutation
+    ) -> int:
+        snapshots = self._snapshots
         if not mutation.key_columns:
             self._warn_unkeyed(mutation)
             return 0
-        if self._state_topic is not None:
-            snapshot = self._snapshot_if_new(producer, translator, mutation.schema, mutation.table)
-            if snapshot is not None and is_visible(mutation.transaction, snapshot):
-                return 0  # the snapshot published on the table topic holds this change
+        if snapshots is not None and snapshots.skips(mutation):
+            return 0  # an older relay's one-snapshot read holds this change
         if translator.is_truncate(mutation):
             topic = translator.topic(mutation.schema, mutation.table)
             self._ensure_table_topic(producer, topic)
@@ -304,98 +309,13 @@ class KafkaWriter:
             self._flush_producer(producer)
             live = live_keys(self._bootstrap_servers, self._properties, topic, self.flush_timeout)
             records = translator.truncated(mutation, live)
+            if snapshots is not None:
+                snapshots.truncated(mutation.schema, mutation.table)
         else:
             records = translator.translate(mutation)
+            if snapshots is not None:
+                snapshots.changed(mutation.schema, mutation.table, records)
         return self._produce_records(producer, [*translator.take_begins(), *records])
-
-    # -- snapshots of new table topics -------------------------------------------------
-
-    def _learn_table(self, shape: stream_pb2.TableShape) -> None:
-        if not shape.name:
-            return
-        self._tables[(shape.schema, shape.name)] = configuration_pb2.TableConfiguration(
-            schema=shape.schema,
-            name=shape.name,
-            key_columns=list(shape.key),
-            columns=[column.name for column in shape.columns],
-        )
-
-    def _load_snapshots(self) -> dict[str, Snapshot]:
-        if self._snapshots is None:
-            state = self._state_topic
-            if state is None:
-                raise ProgrammingError("kafka writer has no snapshot topic: bind() was not called")
-            recorded = live_keys(self._bootstrap_servers, self._properties, state)
-            self._snapshots = {
-                key.decode("utf-8"): parse_txid_snapshot(json.loads(value)["snapshot"])
-                for key, value in recorded.items()
-            }
-        return self._snapshots
-
-    def _snapshot_if_new(
-        self, producer: Producer, translator: TableTopicTranslator, schema: str, table: str
-    ) -> Snapshot | None:
-        """The snapshot a table topic started with; taken now when it has none yet.
-
-        Order (see the README, "Kafka table topics"): everything produced so far is
-        acknowledged; one REPEATABLE READ snapshot of the table is read and its rows
-        produced (``op: r``); keys the topic holds that the snapshot lacks are deleted;
-        once all that is acknowledged, the snapshot is recorded in the state topic.
-        A crash before the record just means the snapshot is taken again: a fresh one
-        replaces whatever the topic held, so that is always safe.
-        """
-        snapshots = self._load_snapshots()
-        topic = translator.topic(schema, table)
-        found = snapshots.get(topic)
-        if found is not None:
-            return found
-        dsn = self._source_dsn
-        if dsn is None:
-            raise ConfigurationError(
-                f"table topic {topic!r} needs a snapshot but the writer cannot read the source "
-                "(it runs outside pgshovel-relay); set table_topics.snapshot: false"
-            )
-        configuration = self._tables.get(
-            (schema, table), configuration_pb2.TableConfiguration(schema=schema, name=table)
-        )
-        self._flush_producer(producer)
-        self._ensure_table_topic(producer, topic)
-        with read_table(dsn, configuration) as read:
-            if read.shape is not None and not read.shape.key:
-                return None  # unkeyed: no table topic (see _warn_unkeyed)
-            live = live_keys(self._bootstrap_servers, self._properties, topic, self.flush_timeout)
-            text = read.snapshot.to_text()
-            count = 0
-            if read.shape is not None:
-                records = translator.snapshot_records(
-                    schema, table, read.shape.key, read.rows(), text
-                )
-                for record in records:
-                    self._produce_records(producer, [record])
-                    live.pop(record.key or b"", None)
-                    count += 1
-            self._produce_records(producer, translator.snapshot_deletions(topic, list(live)))
-            self._flush_producer(producer)
-        state = self._state_topic
-        if state is None:
-            raise ProgrammingError("kafka writer has no snapshot topic: bind() was not called")
-        done = {"schema": schema, "table": table, "snapshot": text, "rows": count}
-        self._ensure_table_topic(producer, state)
-        self._produce_records(
-            producer, [Record(state, topic.encode("utf-8"), dumps(done).encode("utf-8"))]
-        )
-        self._flush_producer(producer)
-        snapshots[topic] = read.snapshot
-        logger.info(
-            "table topic %r starts with %d row(s) of %s.%s (snapshot %s; %d stale key(s) deleted)",
-            topic,
-            count,
-            schema,
-            table,
-            text,
-            len(live),
-        )
-        return read.snapshot
 
     def _produce_records(self, producer: Producer, records: Sequence[Record]) -> int:
         size = 0
@@ -534,6 +454,8 @@ class KafkaWriter:
         self._failure = None
         self._pending = 0
         self._ready_topics.clear()
+        if self._snapshots is not None:
+            self._snapshots.abandon()
 
     def last_committed_begin(self) -> stream_pb2.Message | None:
         if self.topic is None:
@@ -548,6 +470,27 @@ class KafkaWriter:
             reader.close()
 
     def close(self) -> None:
+        if self._snapshots is not None:
+            self._snapshots.close()
         if self._producer is not None:
             self._producer.flush(self.flush_timeout)
             self._producer = None
+
+
+class _SnapshotOutput:
+    """The writer as the snapshots see it (``SnapshotOutput``)."""
+
+    def __init__(self, writer: KafkaWriter) -> None:
+        self.writer = writer
+
+    def produce(self, records: Sequence[Record]) -> int:
+        writer = self.writer
+        return writer._produce_records(writer._ensure_producer(), records)
+
+    def flush(self) -> None:
+        writer = self.writer
+        writer._flush_producer(writer._ensure_producer())
+
+    def read_state(self, topic: str) -> dict[bytes, bytes]:
+        writer = self.writer
+        return live_keys(writer._bootstrap_servers, writer._properties, topic, writer.flush_timeout)

@@ -1,86 +1,134 @@
-"""Read one captured table in a REPEATABLE READ snapshot, for a new table topic (``op: r``).
+"""Read one chunk of a captured table for its table topic, between two watermarks (reader thread).
 
-``read_table`` opens its own connection to the source, starts a read-only
-REPEATABLE READ transaction, takes ``txid_current_snapshot()`` (the first
-statement fixes the snapshot, so the rows read are exactly that snapshot's) and
-streams the table's captured columns through a server-side cursor, decoded
-with the codec the relay uses for events: a snapshot row and an event row of
-the same state are the same protocol values. The shape is the one capture uses
-(``captured_shape``: the set's ``columns`` and ``key_columns``, else every
-column and the primary key).
+``read_table_chunk`` looks the table up (its captured shape: the set's
+``columns`` and ``key_columns``, else every column and the primary key), finds
+where the chunk ends (the key ``rows`` rows past its lower bound, in the key's
+order; None at the end of the table) and reads the range with
+``pgshovel.source.read_chunk``: a low watermark committed into the set's
+queue, the rows (COPY text, in a snapshot taken after it), a high watermark.
+Rows are decoded with the codec the relay uses for events, so a chunk row and
+an event row of the same state are the same protocol values and give the same
+table-topic key. Memory is one chunk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import io
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO, Literal
 
 from psycopg2 import sql
+from psycopg2.extensions import connection as Connection
 
 from pgshovel.cluster.dsn import mask_dsn
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import ProgrammingError
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.source import Catalog, TableShape, captured_shape, connect, output_text, translating
+from pgshovel.replication.copytext import decode_line
+from pgshovel.source import (
+    Catalog,
+    Chunk,
+    KeyRange,
+    TableShape,
+    captured_shape,
+    connect,
+    key_columns,
+    output_text,
+    range_predicate,
+    read_chunk,
+    translating,
+)
 from pgshovel.stream.codec import to_value
-from pgshovel.stream.handoff import Snapshot, parse_txid_snapshot
+from pgshovel.stream.typed_json import dumps, key_object
 
-__all__ = ["TableRead", "read_table"]
+__all__ = ["ChunkRead", "next_bound", "read_table_chunk"]
 
-FETCH_ROWS = 5000
+Bound = tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class TableRead:
-    """A table being read: its shape (None: no such table now), the snapshot, its rows."""
+class ChunkRead:
+    """What a chunk read found: rows (key bytes, row) of ``[lower, upper)``, or why none."""
 
-    shape: TableShape | None
-    snapshot: Snapshot
-    #: the rows, read as they are iterated (once)
-    rows: Callable[[], Iterator[stream_pb2.Row]]
-
-
-def _no_rows() -> Iterator[stream_pb2.Row]:
-    return iter(())
+    status: Literal["read", "missing", "unkeyed"]
+    shape: TableShape | None = None
+    lower: Bound | None = None
+    upper: Bound | None = None
+    rows: tuple[tuple[bytes, stream_pb2.Row], ...] = ()
 
 
-@contextmanager
-def read_table(dsn: str, table: configuration_pb2.TableConfiguration) -> Iterator[TableRead]:
-    """The table's rows in a fresh snapshot (no shape and no rows when it does not exist)."""
+def next_bound(
+    connection: Connection, shape: TableShape, lower: Bound | None, rows: int
+) -> Bound | None:
+    """The key ``rows`` rows past ``lower`` in key order (text forms); None past the end."""
+    condition = range_predicate(KeyRange(shape, 0, lower, None))
+    keys = key_columns(shape)
+    query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} OFFSET {} LIMIT 1").format(
+        sql.SQL(", ").join(output_text(sql.Identifier(name)) for name in shape.key),
+        sql.Identifier(shape.schema, shape.name),
+        condition,
+        sql.SQL(", ").join(keys),
+        sql.Literal(rows),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        found = cursor.fetchone()
+    return None if found is None else tuple(str(value) for value in found)
+
+
+def _decode(shape: TableShape, data: bytes) -> list[tuple[bytes, stream_pb2.Row]]:
+    rows: list[tuple[bytes, stream_pb2.Row]] = []
+    columns = shape.columns
+    key = shape.key
+    # Split on newlines only: COPY escapes \n and \r in values, not other line breaks.
+    for line in data.decode("utf-8").split("\n")[:-1]:
+        row = stream_pb2.Row()
+        for column, text in zip(columns, decode_line(line), strict=True):
+            row.columns.add(name=column.name, value=to_value(column.type_name, text))
+        rows.append((dumps(key_object(row, key)).encode("utf-8"), row))
+    return rows
+
+
+def read_table_chunk(
+    dsn: str,
+    cluster: str,
+    queue: str,
+    table: configuration_pb2.TableConfiguration,
+    attempt: str,
+    lower: Bound | None,
+    rows: int,
+) -> ChunkRead:
+    """Plan and read the chunk of ``table`` starting at ``lower`` (about ``rows`` rows)."""
     label = f"{table.schema}.{table.name}"
-    connection = connect(dsn, "pgshovel-relay table snapshot")
+    connection = connect(dsn, "pgshovel-relay table chunk", autocommit=True)
     try:
-        with translating(f"reading table {label!r} for its table topic"):
-            connection.set_session(isolation_level="REPEATABLE READ", readonly=True)
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT txid_current_snapshot()::text")
-                found = cursor.fetchone()
-            if found is None:
-                raise ConfigurationError("txid_current_snapshot() returned no row")
-            snapshot = parse_txid_snapshot(str(found[0]))
+        with translating(f"planning a chunk of table {label!r} for its table topic"):
             info = Catalog(connection).table(table.schema, table.name)
             if info is None:
-                yield TableRead(None, snapshot, _no_rows)
-                return
+                return ChunkRead("missing")
             shape = captured_shape(table, info, allow_unkeyed=True, database=mask_dsn(dsn))
-
-        def rows() -> Iterator[stream_pb2.Row]:
-            query = sql.SQL("SELECT {} FROM {}").format(
-                sql.SQL(", ").join(output_text(sql.Identifier(c.name)) for c in shape.columns),
-                sql.Identifier(shape.schema, shape.name),
-            )
-            with translating(f"reading table {label!r} for its table topic"):
-                with connection.cursor(name="pgshovel_table_snapshot") as cursor:
-                    cursor.itersize = FETCH_ROWS
-                    cursor.execute(query)
-                    for values in cursor:
-                        row = stream_pb2.Row()
-                        for column, text in zip(shape.columns, values, strict=True):
-                            row.columns.add(
-                                name=column.name, value=to_value(column.type_name, text)
-                            )
-                        yield row
-
-        yield TableRead(shape, snapshot, rows)
+            if not shape.key:
+                return ChunkRead("unkeyed", shape)
+            upper = next_bound(connection, shape, lower, rows)
     finally:
         connection.close()
+    chunk = Chunk(
+        attempt,
+        queue,
+        KeyRange(shape, 0, lower, upper),
+        cluster=cluster,
+        byte_order=False,
+    )
+    found: list[tuple[bytes, stream_pb2.Row]] = []
+
+    def stage_rows(copy_out: Callable[[IO[bytes]], None]) -> int:
+        buffer = io.BytesIO()
+        copy_out(buffer)
+        found.extend(_decode(shape, buffer.getvalue()))
+        return len(found)
+
+    def no_checksums(_sums: object) -> None:
+        raise ProgrammingError("a table-topic chunk reads rows, not checksums")
+
+    read_chunk(dsn, chunk, stage_rows, no_checksums)
+    return ChunkRead("read", shape, lower, upper, tuple(found))

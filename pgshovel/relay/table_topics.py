@@ -202,8 +202,10 @@ class TableTopicTranslator:
         key_columns: Iterable[str],
         rows: Iterable[stream_pb2.Row],
         snapshot: str,
+        last: bool = True,
     ) -> Iterator[Record]:
-        """A snapshot's rows as ``op: r`` records (Debezium marks the last one ``last``)."""
+        """A snapshot's rows as ``op: r`` records; ``last``: these rows end the snapshot, and
+        Debezium marks the last one ``last``. ``snapshot`` names the read (``source.sequence``)."""
         topic = self.topic(schema, table)
         keys = list(key_columns)
         previous: stream_pb2.Row | None = None
@@ -212,10 +214,11 @@ class TableTopicTranslator:
                 yield self._read(topic, schema, table, keys, previous, snapshot, "true")
             previous = row
         if previous is not None:
-            yield self._read(topic, schema, table, keys, previous, snapshot, "last")
+            mark: debezium.SnapshotMark = "last" if last else "true"
+            yield self._read(topic, schema, table, keys, previous, snapshot, mark)
 
     def snapshot_deletions(self, topic: str, keys: Iterable[bytes]) -> list[Record]:
-        """Tombstones for keys the topic holds that the snapshot does not have."""
+        """Tombstones for keys the topic holds that the table does not have."""
         return [Record(topic, key, None) for key in keys]
 
     def _read(

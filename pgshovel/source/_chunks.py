@@ -51,6 +51,9 @@ class Chunk:
     checksums: bool = False
     #: the cluster (its schema holds the watermark function)
     cluster: str = ""
+    #: compare text keys byte by byte (two databases must agree on a range); False: in the
+    #: table's own collation, which its key index serves (the relay's table-topic chunks)
+    byte_order: bool = True
 
     @property
     def low(self) -> str:
@@ -63,7 +66,7 @@ class Chunk:
 
 def chunk_condition(chunk: Chunk, alias: str | None = None) -> sql.Composable:
     """The rows of the chunk: its key range (byte order) and the filter, if any."""
-    condition = range_predicate(chunk.key_range, alias, byte_order=True)
+    condition = range_predicate(chunk.key_range, alias, byte_order=chunk.byte_order)
     if chunk.where:
         # The filter is SQL an operator wrote (pgshovel-admin set resnapshot --where): it
         # runs as the worker's role, on the source and on the target alike.
