@@ -169,3 +169,13 @@ def compare_with_source(
     finally:
         connection.close()
     return sorted(set(source) - set(folded)), sorted(set(folded) - set(source))
+
+
+def snapshots_done(kafka_config: dict[str, str], set_topic: str, topics: list[str]) -> bool:
+    """Whether the relay recorded a finished snapshot of every one of ``topics``."""
+    state_topic = f"__pgshovel-snapshots.{set_topic}"
+    try:
+        state = fold(read_all(kafka_config, state_topic, limit=10))
+    except (AssertionError, KeyError):
+        return False  # not there yet
+    return all(state.get(topic.encode(), {}).get("status") == "done" for topic in topics)
