@@ -1,0 +1,264 @@
+"""Chunked table-topic snapshots against a fake writer and a fake reader: what goes out when."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from pgshovel.errors import ConfigurationError
+from pgshovel.protocol import configuration_pb2, stream_pb2
+from pgshovel.relay.chunked_snapshots import ChunkedSnapshots
+from pgshovel.relay.snapshot_progress import Progress
+from pgshovel.relay.table_snapshot import ChunkRead
+from pgshovel.relay.table_topics import Record, TableTopicTranslator
+from pgshovel.source import Column, TableShape
+from pgshovel.stream.codec import to_value
+from pgshovel.stream.typed_json import dumps
+
+SHAPE = TableShape(
+    "public",
+    "items",
+    (Column("id", "integer", "int4", True), Column("note", "text", "text")),
+    ("id",),
+    relation=77,
+)
+TOPIC = "shop.items"
+STATE = "__pgshovel-snapshots.c.s"
+FLUSH = Record("", None, b"FLUSH")
+
+
+def key(id_: int) -> bytes:
+    return dumps({"id": id_}).encode()
+
+
+def row(id_: int) -> stream_pb2.Row:
+    found = stream_pb2.Row()
+    found.columns.add(name="id", value=to_value("int4", str(id_)))
+    found.columns.add(name="note", value=to_value("text", f"n{id_}"))
+    return found
+
+
+class Output:
+    def __init__(self, state: dict[bytes, bytes] | None = None) -> None:
+        self.records: list[Record] = []
+        self.state = state or {}
+
+    def produce(self, records: Sequence[Record]) -> int:
+        self.records.extend(records)
+        return len(records)
+
+    def flush(self) -> None:
+        self.records.append(FLUSH)
+
+    def read_state(self, topic: str) -> dict[bytes, bytes]:
+        assert topic == STATE
+        return dict(self.state)
+
+
+class Table:
+    """A table of ids read in chunks of ``rows`` rows; records the reads."""
+
+    def __init__(self, ids: list[int], status: str = "read") -> None:
+        self.ids = sorted(ids)
+        self.status = status
+        self.calls: list[tuple[str, tuple[str, ...] | None]] = []
+        self.lock = threading.Lock()
+
+    def read(
+        self,
+        dsn: str,
+        cluster: str,
+        queue: str,
+        table: configuration_pb2.TableConfiguration,
+        attempt: str,
+        lower: tuple[str, ...] | None,
+        rows: int,
+    ) -> ChunkRead:
+        with self.lock:
+            self.calls.append((attempt, lower))
+        if self.status != "read":
+            return ChunkRead(self.status)  # type: ignore[arg-type]
+        start = 0 if lower is None else int(lower[0])
+        inside = [i for i in self.ids if i >= start]
+        upper = None if len(inside) <= rows else (str(inside[rows]),)
+        chunk = inside[:rows]
+        return ChunkRead("read", SHAPE, lower, upper, tuple((key(i), row(i)) for i in chunk))
+
+    def attempt(self, number: int) -> str:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.calls) > number:
+                    return self.calls[number][0]
+            time.sleep(0.005)
+        raise AssertionError(f"read {number} never started")
+
+
+def snapshots(table: Table, output: Output, chunk_rows: int = 2) -> ChunkedSnapshots:
+    found = ChunkedSnapshots(
+        translator=TableTopicTranslator("shop", "json", name="shop"),
+        output=output,
+        state_topic=STATE,
+        prefix="relay-abcdef",
+        chunk_rows=chunk_rows,
+        reader=table.read,
+    )
+    configuration = configuration_pb2.ReplicationSetConfiguration()
+    configuration.tables.add(schema="public", name="items")
+    found.attach("dbname=x", "c", "pgshovel.c.s", configuration)
+    return found
+
+
+def frame(
+    s: ChunkedSnapshots, *marks: str, changed: Sequence[int] = (), truncate: bool = False
+) -> None:
+    s.begin()
+    for mark in marks:
+        s.watermark(mark)
+    if changed:
+        s.changed("public", "items", [Record(TOPIC, key(i), b"{}") for i in changed])
+    if truncate:
+        s.truncated("public", "items")
+    s.commit()
+
+
+def reads(output: Output) -> list[int]:
+    return [json.loads(r.key or b"")["id"] for r in output.records if r.topic == TOPIC]
+
+
+def progress(output: Output) -> list[dict[str, object]]:
+    return [json.loads(r.value or b"") for r in output.records if r.topic == STATE]
+
+
+def test_rows_the_stream_changed_in_the_window_stay_out_then_progress_is_recorded() -> None:
+    table, output = Table([1, 2, 3, 4, 5]), Output()
+    s = snapshots(table, output)
+    try:
+        s.begin()  # the first batch starts the task and its first chunk
+        first = table.attempt(0)
+        assert table.calls[0][1] is None
+        frame(s, f"{first}:low", changed=[2])
+        assert output.records == []  # nothing before the high watermark's batch
+        frame(s, f"{first}:high")
+        assert reads(output) == [1]
+        # rows, then a flush, then the progress record (acknowledged with the batch)
+        assert output.records.index(FLUSH) < len(output.records) - 1
+        assert output.records[-1].topic == STATE
+        assert progress(output)[-1] == {
+            "schema": "public",
+            "table": "items",
+            "status": "running",
+            "next": ["3"],
+            "rows": 1,
+            "chunks": 1,
+        }
+        second = table.attempt(1)
+        assert table.calls[1][1] == ("3",)
+        frame(s, f"{second}:low", f"{second}:high")
+        third = table.attempt(2)
+        frame(s, f"{third}:low")
+        frame(s, f"{third}:high", changed=[4])  # the high watermark's batch counts whole
+        assert reads(output) == [1, 3, 4, 5]
+        assert progress(output)[-1]["status"] == "done"
+        frame(s)
+        assert len(table.calls) == 3  # done: no more reads
+    finally:
+        s.close()
+
+
+def test_a_relay_that_starts_again_goes_on_from_the_recorded_bound() -> None:
+    running = Progress("public", "items", next=("4",), rows=3, chunks=2)
+    table = Table([1, 2, 3, 4, 5])
+    output = Output({TOPIC.encode(): running.to_json()})
+    s = snapshots(table, output)
+    try:
+        s.begin()
+        attempt = table.attempt(0)
+        assert table.calls[0][1] == ("4",)
+        frame(s, f"{attempt}:low", f"{attempt}:high")
+        assert reads(output) == [4, 5]
+        assert progress(output)[-1] == {
+            "schema": "public",
+            "table": "items",
+            "status": "done",
+            "rows": 5,
+            "chunks": 3,
+        }
+    finally:
+        s.close()
+
+
+def test_a_finished_snapshot_is_not_taken_again() -> None:
+    done = Progress("public", "items", done=True, rows=5, chunks=3)
+    table = Table([1])
+    s = snapshots(table, Output({TOPIC.encode(): done.to_json()}))
+    try:
+        frame(s)
+        time.sleep(0.05)
+        assert table.calls == []
+    finally:
+        s.close()
+
+
+def test_a_truncate_in_the_window_reads_the_chunk_again() -> None:
+    table, output = Table([1, 2, 3]), Output()
+    s = snapshots(table, output, chunk_rows=10)
+    try:
+        s.begin()
+        first = table.attempt(0)
+        frame(s, f"{first}:low", truncate=True)
+        frame(s, f"{first}:high")
+        assert output.records == []
+        second = table.attempt(1)
+        assert second != first and table.calls[1][1] is None
+        frame(s, f"{second}:low", f"{second}:high")
+        assert reads(output) == [1, 2, 3]
+    finally:
+        s.close()
+
+
+def test_a_writer_failure_forgets_flights_and_reads_progress_back() -> None:
+    table, output = Table([1, 2, 3]), Output()
+    s = snapshots(table, output, chunk_rows=10)
+    try:
+        s.begin()
+        first = table.attempt(0)
+        s.abandon()
+        frame(s, f"{first}:low", f"{first}:high")  # the forgotten flight's marks match nothing
+        assert reads(output) == []
+        second = table.attempt(1)
+        frame(s, f"{second}:low", f"{second}:high")
+        assert reads(output) == [1, 2, 3]
+    finally:
+        s.close()
+
+
+def test_a_missing_table_gets_no_snapshot_and_is_not_read_again() -> None:
+    table, output = Table([], status="missing"), Output()
+    s = snapshots(table, output)
+    try:
+        s.begin()
+        table.attempt(0)
+        time.sleep(0.05)
+        frame(s)
+        frame(s)
+        assert len(table.calls) == 1 and output.records == []
+    finally:
+        s.close()
+
+
+def test_without_a_source_a_snapshot_is_a_configuration_error() -> None:
+    found = ChunkedSnapshots(
+        translator=TableTopicTranslator("shop", "json", name="shop"),
+        output=Output(),
+        state_topic=STATE,
+        prefix="relay-abcdef",
+        chunk_rows=2,
+    )
+    found.ensure("public", "items")
+    with pytest.raises(ConfigurationError, match=r"table topic 'shop\.items' needs a snapshot"):
+        found.begin()
