@@ -297,7 +297,8 @@ def set_inspect(options: GlobalOptions, name: str) -> None:
 @click.option(
     "--relay-reads-tables",
     is_flag=True,
-    help="The relay snapshots table topics (table_topics.snapshot): it reads the set's tables.",
+    help="The relay snapshots table topics (table_topics.snapshot): it reads the set's tables "
+    "and writes watermarks.",
 )
 @click.option(
     "--relay-waits-for-standbys",
@@ -333,6 +334,7 @@ def set_grants(
             statements += grants.relay_grants(options.cluster, database, relay_role)
             if relay_reads_tables:
                 statements += grants.table_readers(configuration, relay_role)
+                statements.append(grants.watermark_writer(options.cluster, relay_role))
             if relay_waits_for_standbys:
                 statements.append(grants.standby_watcher(relay_role))
         if worker_role:

@@ -7,7 +7,8 @@ the worker do not:
 * the relay reads PgQ batches (role ``pgq_reader``: the consumer functions and
   the event tables), ticks the queue and sets its ticker limits
   (``pgq.ticker(text)``, ``pgq.set_queue_config``), and reads the cluster
-  schema's ``node`` and ``schema_history`` tables;
+  schema's ``node`` and ``schema_history`` tables; one that snapshots table
+  topics also reads the set's tables and writes watermarks, as the worker does;
 * the worker reads the set's tables (snapshots, incremental snapshots,
   checksums; ``pg_export_snapshot`` needs no grant) and writes watermark events
   into the set's queue through the cluster schema's ``insert_watermark``, which
@@ -89,6 +90,14 @@ def table_readers(
         ),
         sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(tables), grantee),
     ]
+
+
+def watermark_writer(cluster: str, role: str) -> sql.Composable:
+    """EXECUTE on the cluster schema's ``insert_watermark`` (chunked snapshots write watermarks)."""
+    name, arguments = WATERMARK_FUNCTION
+    return sql.SQL("GRANT EXECUTE ON FUNCTION {}({}) TO {}").format(
+        sql.Identifier(names.schema_name(cluster), name), sql.SQL(arguments), sql.Identifier(role)
+    )
 
 
 def standby_watcher(role: str) -> sql.Composable:

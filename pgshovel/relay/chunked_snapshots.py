@@ -68,6 +68,10 @@ class SnapshotOutput(Protocol):
         """The last value of every key of the compacted ``topic`` (tombstones removed)."""
         ...
 
+    def holds_messages(self, topic: str) -> bool:
+        """Whether ``topic`` exists and holds a message."""
+        ...
+
 
 @dataclass
 class _Task:
@@ -231,10 +235,20 @@ class ChunkedSnapshots:
         progress = self._load().get(topic)
         if progress is not None and progress.done:
             return
+        if progress is not None and (progress.schema, progress.table) != (schema, table):
+            progress = None  # another table had this topic name: start over
         if progress is None:
             progress = Progress(schema, table)
-        elif (progress.schema, progress.table) != (schema, table):
-            progress = Progress(schema, table)  # another table had this topic name: start over
+            if self.output.holds_messages(topic):
+                # Bounded memory: the topic is not read back to find keys the table lost.
+                logger.warning(
+                    "table topic %r already holds messages but no snapshot of %s.%s: the "
+                    "snapshot publishes every row, but keys the topic holds that the table no "
+                    "longer has stay; delete the topic first for an exact copy",
+                    topic,
+                    schema,
+                    table,
+                )
         self._tasks[topic] = _Task(topic, schema, table, progress)
         logger.info(
             "table topic %r: snapshot of %s.%s %s",

@@ -23,7 +23,9 @@ table's topic (``pgshovel.relay.table_topics``), in the same order and by the sa
 producer: a batch is acknowledged only when both the set topic and the table
 topics hold it. Missing table topics are created compacted through the admin API
 when the broker has it (Kafka 0.10.1 or later); an older broker auto-creates them
-with its defaults (not compacted) and the writer says so once per topic.
+with its defaults (not compacted) and the writer says so once per topic. With
+``table_topics.snapshot`` a new table topic starts with the table's rows, read in
+chunks between watermarks while batches go on (``pgshovel.relay.chunked_snapshots``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.relay.chunk_window import relay_attempt_prefix
 from pgshovel.relay.chunked_snapshots import ChunkedSnapshots
 from pgshovel.relay.config import TableTopics
-from pgshovel.relay.live_keys import live_keys
+from pgshovel.relay.live_keys import holds_messages, live_keys
 from pgshovel.relay.table_topics import Record, TableTopicTranslator
 from pgshovel.settings import NonEmptyText, PositiveSeconds
 from pgshovel.stream.last_batch import last_committed_begin
@@ -494,3 +496,9 @@ class _SnapshotOutput:
     def read_state(self, topic: str) -> dict[bytes, bytes]:
         writer = self.writer
         return live_keys(writer._bootstrap_servers, writer._properties, topic, writer.flush_timeout)
+
+    def holds_messages(self, topic: str) -> bool:
+        writer = self.writer
+        return holds_messages(
+            writer._bootstrap_servers, writer._properties, topic, writer.flush_timeout
+        )

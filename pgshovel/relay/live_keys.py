@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pgshovel.errors import BrokerUnavailable
 from pgshovel.stream.reader import consumer_settings
 
-__all__ = ["live_keys"]
+__all__ = ["holds_messages", "live_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,36 @@ def live_keys(
         return _fold(consumer, topic, ends, timeout)
     except KafkaException as error:
         raise BrokerUnavailable(f"reading table topic {topic!r} back failed: {error}") from error
+    finally:
+        consumer.close()
+
+
+def holds_messages(
+    bootstrap_servers: str,
+    properties: Mapping[str, Any],
+    topic: str,
+    timeout: float = 60.0,
+) -> bool:
+    """Whether ``topic`` exists and some partition of it holds a message."""
+    settings = consumer_settings(bootstrap_servers, properties)
+    settings["group.id"] = "pgshovel-relay-snapshot"
+    consumer = Consumer(settings, logger=logger)
+    try:
+        metadata = consumer.list_topics(timeout=timeout)
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None:
+            return False
+        for partition in found.partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout, cached=False
+            )
+            if high > low:
+                return True
+        return False
+    except KafkaException as error:
+        raise BrokerUnavailable(
+            f"reading the offsets of topic {topic!r} failed: {error}"
+        ) from error
     finally:
         consumer.close()
 

@@ -46,6 +46,7 @@ class Output:
     def __init__(self, state: dict[bytes, bytes] | None = None) -> None:
         self.records: list[Record] = []
         self.state = state or {}
+        self.topics: set[str] = set()
 
     def produce(self, records: Sequence[Record]) -> int:
         self.records.extend(records)
@@ -57,6 +58,9 @@ class Output:
     def read_state(self, topic: str) -> dict[bytes, bytes]:
         assert topic == STATE
         return dict(self.state)
+
+    def holds_messages(self, topic: str) -> bool:
+        return topic in self.topics
 
 
 class Table:
@@ -262,3 +266,19 @@ def test_without_a_source_a_snapshot_is_a_configuration_error() -> None:
     found.ensure("public", "items")
     with pytest.raises(ConfigurationError, match=r"table topic 'shop\.items' needs a snapshot"):
         found.begin()
+
+
+def test_a_topic_holding_messages_without_a_snapshot_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    table, output = Table([1]), Output()
+    output.topics.add(TOPIC)
+    s = snapshots(table, output)
+    try:
+        s.begin()
+        attempt = table.attempt(0)
+        frame(s, f"{attempt}:low", f"{attempt}:high")
+        assert reads(output) == [1]
+    finally:
+        s.close()
+    assert "table topic 'shop.items' already holds messages" in caplog.text
