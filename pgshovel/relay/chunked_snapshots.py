@@ -129,8 +129,15 @@ class ChunkedSnapshots:
         queue: str,
         configuration: configuration_pb2.ReplicationSetConfiguration,
     ) -> None:
-        """Where chunks are read and watermarks written; the set's tables."""
+        """Where chunks are read and watermarks written; the set's tables.
+
+        Called again whenever the relay connects to the source (after a failure, or a
+        move to another database): chunks in flight are read again, since their
+        watermarks may be in a queue the relay no longer reads."""
         self.source = (dsn, cluster, queue)
+        for task in self._tasks.values():
+            if task.future is not None:
+                self._retry(task)
         for table in configuration.tables:
             schema = table.schema or "public"
             self.tables[(schema, table.name)] = configuration_pb2.TableConfiguration(
@@ -196,6 +203,17 @@ class ChunkedSnapshots:
     def schema_change(self, change: stream_pb2.SchemaChange) -> None:
         """A table's shape changed, it was added to the set or renamed (a new topic name)."""
         self._tracker.whole((change.schema, change.table), change.relation)
+        if change.kind in (stream_pb2.SchemaChange.DROP, stream_pb2.SchemaChange.REMOVE):
+            self.tables.pop((change.schema, change.table), None)
+            task = self._tasks.pop(self.translator.topic(change.schema, change.table), None)
+            if task is not None:
+                self._tracker.drop(task.attempt)
+                logger.info(
+                    "%s.%s left the set or was dropped: its topic's snapshot stops",
+                    change.schema,
+                    change.table,
+                )
+            return
         if change.kind in (stream_pb2.SchemaChange.ANNOUNCE, stream_pb2.SchemaChange.ALTER):
             shape = change.shape
             if shape.name:

@@ -282,3 +282,41 @@ def test_a_topic_holding_messages_without_a_snapshot_is_warned_about(
     finally:
         s.close()
     assert "table topic 'shop.items' already holds messages" in caplog.text
+
+
+def test_connecting_again_reads_the_open_chunk_again() -> None:
+    table, output = Table([1, 2]), Output()
+    s = snapshots(table, output, chunk_rows=10)
+    try:
+        s.begin()
+        first = table.attempt(0)
+        configuration = configuration_pb2.ReplicationSetConfiguration()
+        s.attach("dbname=moved", "c", "pgshovel.c.s", configuration)
+        frame(s, f"{first}:low", f"{first}:high")
+        assert reads(output) == []  # its marks may be in the old database's queue
+        second = table.attempt(1)
+        frame(s, f"{second}:low", f"{second}:high")
+        assert reads(output) == [1, 2]
+    finally:
+        s.close()
+
+
+def test_a_table_removed_from_the_set_stops_its_snapshot() -> None:
+    table, output = Table([1, 2, 3]), Output()
+    s = snapshots(table, output, chunk_rows=1)
+    try:
+        s.begin()
+        first = table.attempt(0)
+        s.begin()
+        s.schema_change(
+            stream_pb2.SchemaChange(
+                kind=stream_pb2.SchemaChange.REMOVE, schema="public", table="items"
+            )
+        )
+        s.watermark(f"{first}:low")
+        s.watermark(f"{first}:high")
+        s.commit()
+        frame(s)
+        assert reads(output) == [] and len(table.calls) == 1
+    finally:
+        s.close()
