@@ -114,10 +114,10 @@ def test_other_tables_flow_while_a_big_table_is_snapshotted(
 
     committed: dict[int, float] = {}
     seen: dict[int, float] = {}
-    stop = threading.Event()
+    stop, stop_reading = threading.Event(), threading.Event()
     threads = [
         threading.Thread(target=probe, args=(database, stop, committed)),
-        threading.Thread(target=arrivals, args=(kafka_config, prefix, stop, seen)),
+        threading.Thread(target=arrivals, args=(kafka_config, prefix, stop_reading, seen)),
     ]
     relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
     try:
@@ -133,13 +133,14 @@ def test_other_tables_flow_while_a_big_table_is_snapshotted(
         done = time.monotonic()
         time.sleep(3.0)  # probes once the snapshot is done
         stop.set()
-        for thread in threads:
-            thread.join()
+        threads[0].join()
+        wait_for(lambda: set(seen) >= set(committed), 60, "the last probes", relay.output)
         wait_for(
             lambda: queue_drained(database, cluster_name), 60, "the relay to drain", relay.output
         )
     finally:
         stop.set()
+        stop_reading.set()
         for thread in threads:
             if thread.is_alive():
                 thread.join()
