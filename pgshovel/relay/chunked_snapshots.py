@@ -11,11 +11,12 @@ whose keys the stream did not change go out as reads (``op: r``).
 
 Order of effects for one chunk (the contract: at least once, per-key order):
 
-1. the rows are produced to the table topic after that batch's records;
-2. the producer is flushed: the rows are acknowledged;
-3. the progress record (the next chunk's lower bound, or done) is produced to
-   the snapshots topic; it is acknowledged with the batch;
-4. the next chunk is started.
+1. the reader thread reads and decodes the rows;
+2. after the Commit of the high watermark's batch, the surviving rows are
+   produced to the table topic as reads (``op: r``), and the next chunk starts;
+3. once the writer's flush acknowledged that batch (rows included), the
+   progress record (the next chunk's lower bound, or done) is produced to the
+   snapshots topic and flushed (``acknowledged``).
 
 A relay killed anywhere goes on from the last recorded bound: at most the open
 chunk is read and published again. Any writer failure forgets every flight and
@@ -58,10 +59,6 @@ class SnapshotOutput(Protocol):
 
     def produce(self, records: Sequence[Record]) -> int:
         """Produce ``records`` in order (asynchronously); returns their size in bytes."""
-        ...
-
-    def flush(self) -> None:
-        """Wait until everything produced is acknowledged (raises ``BrokerUnavailable``)."""
         ...
 
     def read_state(self, topic: str) -> dict[bytes, bytes]:
@@ -116,6 +113,8 @@ class ChunkedSnapshots:
         self._pool: ThreadPoolExecutor | None = None
         self._started = False
         self._sequence = 0
+        #: progress records of chunks produced but not acknowledged yet
+        self._unacked: list[Record] = []
         #: tables met in a mutation, and the older relays' snapshots their changes are checked by
         self._seen: set[Identity] = set()
         self._legacy: dict[Identity, Snapshot] = {}
@@ -157,6 +156,7 @@ class ChunkedSnapshots:
         """After a writer failure: forget flights and progress (read back before the next batch)."""
         self._tracker.clear()
         self._tasks.clear()
+        self._unacked.clear()
         self._progress = None
         self._started = False
         self._seen.clear()
@@ -232,6 +232,11 @@ class ChunkedSnapshots:
 
     def rollback(self) -> None:
         self._tracker.rollback()
+
+    def acknowledged(self) -> list[Record]:
+        """Everything produced so far is acknowledged: the progress records to produce now."""
+        records, self._unacked = self._unacked, []
+        return records
 
     def commit(self) -> int:
         """The batch's Commit was produced: publish the chunks whose window closed, start the
@@ -370,7 +375,8 @@ class ChunkedSnapshots:
         task = self._task_of(flight.attempt)
         if task is None or task.future is None:
             return 0  # a flight of a task given up since
-        read = task.future.result()  # the high watermark is written last: the read is done
+        # The high watermark is written last: the read is done (or ends in a moment).
+        read = task.future.result()
         if read.status != "read" or read.shape is None:
             self._gone(task, read)
             return 0
@@ -385,21 +391,19 @@ class ChunkedSnapshots:
             return 0
         task.failures = 0
         rows = surviving(read.rows, flight.changed)
-        records = list(
-            self.translator.snapshot_records(
-                task.schema,
-                task.table,
-                read.shape.key,
-                (row for _, row in rows),
-                flight.attempt,
-                last=read.upper is None,
-            )
+        records = self.translator.snapshot_records(
+            task.schema,
+            task.table,
+            read.shape.key,
+            (row for _, row in rows),
+            flight.attempt,
+            last=read.upper is None,
         )
-        size = self.output.produce(records)
-        self.output.flush()
+        size = self.output.produce(list(records))
         progress = task.progress.advanced(read.upper, len(rows))
-        record = Record(self.state_topic, task.topic.encode("utf-8"), progress.to_json())
-        size += self.output.produce([record])
+        self._unacked.append(
+            Record(self.state_topic, task.topic.encode("utf-8"), progress.to_json())
+        )
         task.progress = progress
         self._load()[task.topic] = progress
         seconds = time.monotonic() - task.started

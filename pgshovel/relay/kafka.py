@@ -436,6 +436,12 @@ class KafkaWriter:
             )
         self._bytes += self._pending
         self._pending = 0
+        if self._snapshots is not None:
+            # Snapshot chunks whose rows this flush acknowledged: record their progress.
+            progress = self._snapshots.acknowledged()
+            if progress:
+                self._bytes += self._produce_records(self._producer, progress)
+                self._flush_producer(self._producer)
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -488,10 +494,6 @@ class _SnapshotOutput:
     def produce(self, records: Sequence[Record]) -> int:
         writer = self.writer
         return writer._produce_records(writer._ensure_producer(), records)
-
-    def flush(self) -> None:
-        writer = self.writer
-        writer._flush_producer(writer._ensure_producer())
 
     def read_state(self, topic: str) -> dict[bytes, bytes]:
         writer = self.writer
