@@ -14,6 +14,7 @@ table-topic key. Memory is one chunk.
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Literal
@@ -44,6 +45,9 @@ from pgshovel.stream.typed_json import dumps, key_object
 __all__ = ["ChunkRead", "next_bound", "read_table_chunk"]
 
 Bound = tuple[str, ...]
+
+#: The interpreter's thread switch interval while a chunk is decoded (default 5 ms).
+SWITCH_SECONDS = 0.0005
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,17 @@ def next_bound(
 
 
 def _decode(shape: TableShape, data: bytes) -> list[tuple[bytes, stream_pb2.Row]]:
+    # The relay's main loop waits for the GIL after each of its I/O calls while this
+    # thread decodes: a short switch interval keeps that wait short (see the README).
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_SECONDS)
+    try:
+        return _decode_rows(shape, data)
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def _decode_rows(shape: TableShape, data: bytes) -> list[tuple[bytes, stream_pb2.Row]]:
     rows: list[tuple[bytes, stream_pb2.Row]] = []
     columns = shape.columns
     key = shape.key
