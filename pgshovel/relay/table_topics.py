@@ -217,10 +217,6 @@ class TableTopicTranslator:
             mark: debezium.SnapshotMark = "last" if last else "true"
             yield self._read(topic, schema, table, keys, previous, snapshot, mark)
 
-    def snapshot_deletions(self, topic: str, keys: Iterable[bytes]) -> list[Record]:
-        """Tombstones for keys the topic holds that the table does not have."""
-        return [Record(topic, key, None) for key in keys]
-
     def _read(
         self,
         topic: str,

@@ -96,6 +96,7 @@ def test_table_topics_are_configured_under_the_writer() -> None:
         ({"format": "avro"}, "table_topics.format: expected one of ['json', 'debezium']"),
         ({"snapshots": True}, "table_topics.snapshots: unknown key"),
         ({"partitions": 0}, "table_topics.partitions: must be >= 1"),
+        ({"snapshot_chunk_rows": 0}, "table_topics.snapshot_chunk_rows: must be >= 1"),
     ],
 )
 def test_table_topic_mistakes_name_the_key(table_topics: object, fragment: str) -> None:

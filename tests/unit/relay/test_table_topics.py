@@ -202,12 +202,6 @@ def test_snapshot_rows_are_reads_the_last_marked() -> None:
     assert list(translator().snapshot_records("public", "items", ["id"], [], "5:9:")) == []
 
 
-def test_snapshot_deletions_are_tombstones() -> None:
-    assert translator().snapshot_deletions("shop.items", [b'{"id":3}']) == [
-        Record("shop.items", b'{"id":3}', None)
-    ]
-
-
 def test_transaction_topic_begin_and_end_with_counts() -> None:
     t = TableTopicTranslator(
         "shop", "debezium", name="shop", clock=lambda: 42, transaction_topic="shop.transaction"
