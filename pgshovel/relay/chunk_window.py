@@ -128,6 +128,12 @@ class WindowTracker:
             if flight.low in batch.marks:
                 flight.opened = True
             if not flight.opened:
+                if flight.high in batch.marks:
+                    # Its low watermark went by unseen (another relay led then): read again.
+                    flight.invalid = "its low watermark was not seen"
+                    flight.ready = True
+                    del self._flights[attempt]
+                    ready.append(flight)
                 continue
             if flight.table in batch.whole and not flight.invalid:
                 flight.invalid = "the table was truncated or changed shape while it was read"

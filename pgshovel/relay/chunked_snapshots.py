@@ -130,13 +130,12 @@ class ChunkedSnapshots:
     ) -> None:
         """Where chunks are read and watermarks written; the set's tables.
 
-        Called again whenever the relay connects to the source (after a failure, or a
-        move to another database): chunks in flight are read again, since their
-        watermarks may be in a queue the relay no longer reads."""
+        Called again whenever the relay connects to the source (after a failure, a
+        move to another database, leadership won again): the snapshots go on from
+        what Kafka holds (another relay may have led meanwhile), and a chunk in
+        flight is read again (its watermarks may be in a queue no longer read)."""
+        self.abandon()
         self.source = (dsn, cluster, queue)
-        for task in self._tasks.values():
-            if task.future is not None:
-                self._retry(task)
         for table in configuration.tables:
             schema = table.schema or "public"
             self.tables[(schema, table.name)] = configuration_pb2.TableConfiguration(

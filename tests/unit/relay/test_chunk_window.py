@@ -125,3 +125,10 @@ def test_surviving_rows_are_those_unchanged_in_order(
     kept = surviving(rows, changed)
     assert kept == [row for row in rows if row[0] not in changed]
     assert not {key for key, _ in kept} & changed
+
+
+def test_a_high_watermark_without_its_low_one_makes_the_chunk_stale() -> None:
+    tracker = WindowTracker()
+    flight = tracker.open("relay-a.8", ITEMS)
+    assert batch(tracker, ("key", (ITEMS, {b"1"})), ("mark", "relay-a.8:high")) == ["relay-a.8"]
+    assert flight.invalid == "its low watermark was not seen"
