@@ -25,7 +25,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import _stack, apply, capture, failover, latency, memory, relay, snapshot, verify
+from bench import (
+    _stack,
+    apply,
+    capture,
+    failover,
+    latency,
+    memory,
+    relay,
+    snapshot,
+    table_snapshot,
+    verify,
+)
 from bench._modes import MODES, Settings, settings
 from bench._report import Figure, document, render_table
 from pgshovel import sandbox as sandboxes
@@ -34,7 +45,17 @@ from pgshovel.sandbox import SandboxConnection
 logger = logging.getLogger("bench")
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUPS = ("capture", "relay", "latency", "failover", "snapshot", "verify", "apply", "memory")
+GROUPS = (
+    "capture",
+    "relay",
+    "latency",
+    "table_snapshot",
+    "failover",
+    "snapshot",
+    "verify",
+    "apply",
+    "memory",
+)
 
 
 def machine_info() -> dict[str, Any]:
@@ -118,6 +139,10 @@ class Suite:
             "latency": (
                 lambda: latency.figures(latency.measure(sb, s, wd), s),
                 lambda: latency.figures(latency.LatencyRuns(), s),
+            ),
+            "table_snapshot": (
+                lambda: table_snapshot.figures(table_snapshot.measure(sb, s, wd), s),
+                lambda: table_snapshot.figures(table_snapshot.TableSnapshotRuns(), s),
             ),
             "failover": (
                 lambda: failover.figures(failover.measure(sb, s, wd), s),

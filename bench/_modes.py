@@ -30,6 +30,8 @@ class Settings:
     apply_mutations: int
     #: rows of the one source transaction of the memory group
     memory_rows: int
+    #: rows of the table the table_snapshot group snapshots into a table topic
+    table_snapshot_rows: int
 
 
 MODES: dict[str, Settings] = {
@@ -47,6 +49,7 @@ MODES: dict[str, Settings] = {
         snapshot_rows=1_000_000,
         apply_mutations=200_000,
         memory_rows=1_000_000,
+        table_snapshot_rows=1_000_000,
     ),
     "quick": Settings(
         mode="quick",
@@ -62,6 +65,7 @@ MODES: dict[str, Settings] = {
         snapshot_rows=50_000,
         apply_mutations=10_000,
         memory_rows=100_000,
+        table_snapshot_rows=60_000,
     ),
 }
 
