@@ -113,6 +113,8 @@ class ChunkedSnapshots:
         self._pool: ThreadPoolExecutor | None = None
         self._started = False
         self._sequence = 0
+        #: table topics this process started a snapshot of
+        self._begun: set[str] = set()
         #: progress records of chunks produced but not acknowledged yet
         self._unacked: list[Record] = []
         #: tables met in a mutation, and the older relays' snapshots their changes are checked by
@@ -261,7 +263,9 @@ class ChunkedSnapshots:
             progress = None  # another table had this topic name: start over
         if progress is None:
             progress = Progress(schema, table)
-            if self.output.holds_messages(topic):
+            # (A snapshot this process started, then forgot after a writer failure, has
+            # published into the topic itself.)
+            if topic not in self._begun and self.output.holds_messages(topic):
                 # Bounded memory: the topic is not read back to find keys the table lost.
                 logger.warning(
                     "table topic %r already holds messages but no snapshot of %s.%s: the "
@@ -272,6 +276,7 @@ class ChunkedSnapshots:
                     table,
                 )
         self._tasks[topic] = _Task(topic, schema, table, progress)
+        self._begun.add(topic)
         logger.info(
             "table topic %r: snapshot of %s.%s %s",
             topic,
