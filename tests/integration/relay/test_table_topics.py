@@ -162,7 +162,9 @@ def touch(dsn: str, stop: threading.Event) -> None:
             with connection, connection.cursor() as cursor:
                 choice = rng.random()
                 if choice < 0.6:
-                    cursor.execute("UPDATE items SET value = value + 1 WHERE id = %s", (key,))
+                    # Ten rows at a time: most chunk windows see some of their rows change.
+                    keys = [rng.randrange(1000, 2000) * 3 for _ in range(10)]
+                    cursor.execute("UPDATE items SET value = value + 1 WHERE id = ANY(%s)", (keys,))
                 elif choice < 0.8:
                     cursor.execute("DELETE FROM items WHERE id = %s", (key,))
                 else:
