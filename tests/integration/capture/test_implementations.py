@@ -355,7 +355,7 @@ def test_c_and_plpgsql_stamp_the_same_provenance(
         c_texts = _provenance_texts(database, cluster_name)
         assert c_texts == _provenance_texts(database, second_cluster)
         seen = []
-        for event, text in zip(c_events, c_texts):
+        for event, text in zip(c_events, c_texts, strict=True):
             kind, table = event[2], event[5]
             if table == "plain":
                 assert text == "" and len(cast("list[Any]", event[3])) == 2
