@@ -271,7 +271,7 @@ class EventDecoder:
         # (kept alive here, so the identity cannot be reused).
         self._plans: dict[int, tuple[list[Column], list[EncodedColumn]]] = {}
         self._encode_mutation = mutation_encoder()
-        self._provenance_pieces: dict[tuple[Any, ...], bytes] = {}
+        self._provenance_pieces: dict[Any, bytes] = {}
 
     @classmethod
     def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
@@ -354,13 +354,18 @@ class EventDecoder:
         return encoded + self._provenance(event_id, provenance)
 
     def _provenance(self, event_id: int, provenance: dict[str, Any]) -> bytes:
-        """The encoded provenance field; a statement's events share one object's values."""
-        fields = provenance_fields(event_id, provenance)
-        piece = self._provenance_pieces.get(fields)
+        """The encoded provenance field; a statement's events share one object's values, so
+        the piece is kept by the object's items (checked once, when first seen)."""
+        try:
+            key: Any = tuple(provenance.items())
+            piece = self._provenance_pieces.get(key)
+        except TypeError:  # a value that is not a JSON scalar: provenance_fields says so
+            key, piece = None, None
         if piece is None:
+            piece = provenance_piece(*provenance_fields(event_id, provenance))
             if len(self._provenance_pieces) >= _PROVENANCE_CACHE:
                 self._provenance_pieces.clear()
-            piece = self._provenance_pieces[fields] = provenance_piece(*fields)
+            self._provenance_pieces[key] = piece
         return piece
 
     def _mismatch(
