@@ -1134,10 +1134,12 @@ client_address(void)
 
 /*
  * The provenance of a call's events, byte for byte what sql/capture.sql's stamp
- * holds: ,{"u":..,"s":..,"a":..,"c":..,"q":..,"n":..} with "u" the role outside
- * SECURITY DEFINER functions (this function runs as its owner), "c" null over a
- * Unix socket, "q" the top-level statement's query id (pg_stat_activity.query_id,
- * signed) or null when 0, "n" pgshovel.annotation or null when unset or empty.
+ * holds: ,{"u":..,"s":..,"a":..,"c":..,"q":..,"n":..} with every key but "s" left
+ * out when it says nothing. "u" is the role outside SECURITY DEFINER functions
+ * (this function runs as its owner), left out when it is session_user; "a"
+ * left out when empty; "c" over a Unix socket; "q" (the top-level statement's
+ * query id, pg_stat_activity.query_id, signed) when 0; "n" (pgshovel.annotation)
+ * when unset or empty.
  */
 static void
 append_provenance(StringInfo out)
@@ -1145,28 +1147,35 @@ append_provenance(StringInfo out)
 	const char *annotation = GetConfigOption("pgshovel.annotation", true, false);
 	const char *address = client_address();
 	uint64		query_id = pgstat_get_my_query_id();
+	Oid			outer = GetOuterUserId();
+	Oid			session = GetSessionUserId();
 
-	appendStringInfoString(out, ",{\"u\":");
-	escape_json(out, GetUserNameFromId(GetOuterUserId(), false));
-	appendStringInfoString(out, ",\"s\":");
-	escape_json(out, GetUserNameFromId(GetSessionUserId(), false));
-	appendStringInfoString(out, ",\"a\":");
-	escape_json(out, application_name != NULL ? application_name : "");
-	appendStringInfoString(out, ",\"c\":");
+	appendStringInfoString(out, ",{");
+	if (outer != session)
+	{
+		appendStringInfoString(out, "\"u\":");
+		escape_json(out, GetUserNameFromId(outer, false));
+		appendStringInfoChar(out, ',');
+	}
+	appendStringInfoString(out, "\"s\":");
+	escape_json(out, GetUserNameFromId(session, false));
+	if (application_name != NULL && application_name[0] != '\0')
+	{
+		appendStringInfoString(out, ",\"a\":");
+		escape_json(out, application_name);
+	}
 	if (address != NULL)
+	{
+		appendStringInfoString(out, ",\"c\":");
 		escape_json(out, address);
-	else
-		appendStringInfoString(out, "null");
-	appendStringInfoString(out, ",\"q\":");
+	}
 	if (query_id != 0)
-		appendStringInfo(out, INT64_FORMAT, (int64) query_id);
-	else
-		appendStringInfoString(out, "null");
-	appendStringInfoString(out, ",\"n\":");
+		appendStringInfo(out, ",\"q\":" INT64_FORMAT, (int64) query_id);
 	if (annotation != NULL && annotation[0] != '\0')
+	{
+		appendStringInfoString(out, ",\"n\":");
 		escape_json(out, annotation);
-	else
-		appendStringInfoString(out, "null");
+	}
 	appendStringInfoChar(out, '}');
 }
 

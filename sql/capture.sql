@@ -19,19 +19,20 @@
 --              name to the column's text (its type's output function) or null.
 --              With provenance: [old, new, provenance], provenance the object
 --              {"u":current user,"s":session_user,"a":application_name,
---               "c":client address or null,"q":query id or null,
---               "n":pgshovel.annotation or null}
+--               "c":client address,"q":query id,"n":pgshovel.annotation}
 --              in exactly this key order and spelling (to_json of each string),
---              taken once per call: once per statement for statement triggers.
---              "u" is the role the session runs as outside SECURITY DEFINER
---              functions (the role of SET ROLE, else session_user; the C trigger's
---              GetOuterUserId()): this function runs as its owner. "c" is
---              host(inet_client_addr()), null over a Unix socket; "q" the query
---              id of the top-level statement (pg_stat_activity.query_id), null
---              when 0 (compute_query_id off); "n" current_setting(
---              'pgshovel.annotation', true), null when unset or empty. The query
---              id is read after pg_stat_clear_snapshot(): a transaction's
---              statistics snapshot would show its first statement's.
+--              every key but "s" left out when it says nothing (events stay
+--              small): "u" when it equals "s", "a" when empty, "c" over a Unix
+--              socket, "q" when 0 (compute_query_id off), "n" when unset or
+--              empty. Taken once per call: once per statement for statement
+--              triggers. "u" is the role the session runs as outside SECURITY
+--              DEFINER functions (the role of SET ROLE, else session_user; the
+--              C trigger's GetOuterUserId()): this function runs as its owner.
+--              "c" is host(inet_client_addr()); "q" the query id of the
+--              top-level statement (pg_stat_activity.query_id); "n"
+--              current_setting('pgshovel.annotation', true). The query id is
+--              read after pg_stat_clear_snapshot(): a transaction's statistics
+--              snapshot would show its first statement's.
 --   ev_extra1  schema name, ev_extra2 table name (at capture time)
 --   ev_extra3  set version, ev_extra4 key columns (TG_ARGV[2] verbatim)
 -- ev_txid and ev_time come from PgQ.
@@ -65,18 +66,22 @@ DECLARE
     columns text[];
     other name;
     stamp text := '';
+    who text;
 BEGIN
     IF TG_NARGS > 4 AND TG_ARGV[4] = '1' THEN
         PERFORM pg_stat_clear_snapshot();
-        stamp := ',{{"u":' || to_json(CASE current_setting('role') WHEN 'none'
-                THEN session_user::text ELSE current_setting('role') END)::text
-            || ',"s":' || to_json(session_user::text)::text
-            || ',"a":' || to_json(current_setting('application_name'))::text
-            || ',"c":' || coalesce(to_json(host(inet_client_addr()))::text, 'null')
-            || ',"q":' || coalesce((SELECT nullif(a.query_id, 0)::text
-                                    FROM pg_stat_get_activity(pg_backend_pid()) a), 'null')
-            || ',"n":' || coalesce(to_json(nullif(current_setting('pgshovel.annotation', true),
-                                                  ''))::text, 'null')
+        who := CASE current_setting('role') WHEN 'none' THEN session_user::text
+                   ELSE current_setting('role') END;
+        stamp := ',{{' || CASE WHEN who <> session_user::text
+                               THEN '"u":' || to_json(who)::text || ',' ELSE '' END
+            || '"s":' || to_json(session_user::text)::text
+            || coalesce(',"a":' || to_json(nullif(current_setting('application_name'), ''))::text,
+                        '')
+            || coalesce(',"c":' || to_json(host(inet_client_addr()))::text, '')
+            || coalesce(',"q":' || (SELECT nullif(a.query_id, 0)::text
+                                    FROM pg_stat_get_activity(pg_backend_pid()) a), '')
+            || coalesce(',"n":' || to_json(nullif(current_setting('pgshovel.annotation', true),
+                                                  ''))::text, '')
             || '}}';
     END IF;
     IF TG_OP = 'TRUNCATE' THEN

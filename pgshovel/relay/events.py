@@ -153,8 +153,9 @@ _INT64 = 1 << 63
 
 
 def provenance_fields(event_id: int, provenance: dict[str, Any]) -> tuple[Any, ...]:
-    """The Provenance fields of the trigger's provenance object, null as "" or 0:
-    ``(current_user, session_user, application_name, client_addr, query_id, annotation)``."""
+    """The Provenance fields of the trigger's provenance object, a key left out as "" or 0
+    (``"u"`` left out: the same as ``"s"``): ``(current_user, session_user,
+    application_name, client_addr, query_id, annotation)``."""
     fields: list[Any] = []
     for key, kind in _PROVENANCE_KEYS:
         value = provenance.get(key)
@@ -168,6 +169,8 @@ def provenance_fields(event_id: int, provenance: dict[str, Any]) -> tuple[Any, .
             )
         else:
             fields.append(value)
+    if "u" not in provenance:
+        fields[0] = fields[1]
     return tuple(fields)
 
 

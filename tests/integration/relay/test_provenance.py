@@ -136,12 +136,16 @@ def _writer(
     seed: int,
     expected: dict[tuple[int, int], Expected],
     annotate: int | None,
+    stop: threading.Event,
 ) -> None:
-    """Transactions on keys base..base+39; records each touched key's expectation by txid."""
+    """Transactions on keys base..base+39 (at least TRANSACTIONS, then until ``stop``);
+    records each touched key's expectation by txid."""
     rng = random.Random(seed)
     conn = psycopg2.connect(dsn, user=login, application_name=application)
     try:
-        for number in range(TRANSACTIONS):
+        number = -1
+        while number + 1 < TRANSACTIONS or not stop.is_set():
+            number += 1
             time.sleep(0.005)
             touched: list[tuple[int, Expected]] = []
             with conn.cursor() as cursor:
@@ -220,6 +224,7 @@ def test_each_mutation_carries_who_made_it(
     )
     expected: dict[tuple[int, int], Expected] = {}
     errors: list[BaseException] = []
+    stop = threading.Event()
 
     def write(*arguments: Any) -> None:
         try:
@@ -231,11 +236,11 @@ def test_each_mutation_carries_who_made_it(
     writers = [
         threading.Thread(
             target=write,
-            args=(database, roles.clerk, "till-a", "127.0.0.1", roles, 0, 1, expected, 30),
+            args=(database, roles.clerk, "till-a", "127.0.0.1", roles, 0, 1, expected, 30, stop),
         ),
         threading.Thread(
             target=write,
-            args=(socket_dsn, roles.auditor, "till-b", "", roles, 1000, 2, expected, None),
+            args=(socket_dsn, roles.auditor, "till-b", "", roles, 1000, 2, expected, None, stop),
         ),
     ]
     config = write_relay_yml(tmp_path, sandbox)
@@ -247,12 +252,14 @@ def test_each_mutation_carries_who_made_it(
         assert all(writer.is_alive() for writer in writers), errors  # killed mid-workload
         relay.kill()  # kill -9
         relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay1.log")
+        wait_for(lambda: "batch " in relay.output(), 60, "the restarted relay's first batch")
+        stop.set()
         for writer in writers:
             writer.join()
         assert not errors, errors
         wait_for(lambda: queue_drained(database, cluster_name), 90, "the relay to drain the queue")
-        wait_for(lambda: "leading" in relay.output(), 30, "the restarted relay to lead")
     finally:
+        stop.set()
         for writer in writers:
             if writer.ident is not None:
                 writer.join()
