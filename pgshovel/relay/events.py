@@ -158,10 +158,10 @@ def provenance_fields(event_id: int, provenance: dict[str, Any]) -> tuple[Any, .
     application_name, client_addr, query_id, annotation)``."""
     fields: list[Any] = []
     for key, kind in _PROVENANCE_KEYS:
-        value = provenance.get(key)
+        value: Any = provenance.get(key)
         if value is None:
             fields.append(kind())
-        elif type(value) is not kind or (kind is int and not -_INT64 <= value < _INT64):
+        elif type(value) is not kind or (isinstance(value, int) and not -_INT64 <= value < _INT64):
             raise CodecError(
                 f"event {event_id}: provenance {key!r} is {value!r}, expected "
                 f"{'an int64' if kind is int else 'a string'} or null; "

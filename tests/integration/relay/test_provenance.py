@@ -167,7 +167,7 @@ def _writer(
                     choice = 0.3 if number == annotate else rng.random()
                     if choice < 0.15:
                         cursor.execute("SELECT count(*) FROM orders WHERE id = %s", (key,))
-                        if cursor.fetchone() == (0,):  # type: ignore[comparison-overlap]
+                        if cursor.fetchone() == (0,):
                             cursor.execute("SELECT add_order(%s)", (key,))
                             touched.append((key, now))
                     elif choice < 0.55:
