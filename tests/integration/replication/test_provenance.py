@@ -32,7 +32,15 @@ from pgshovel.stream.publisher import Publisher
 
 from ._process import WorkerProcess, wait_for, write_replication_yml
 from ._recording import RecordingSource
-from ._support import dump, ensure_topic, execute, publish, set_configuration, worker_configuration
+from ._support import (
+    dump,
+    ensure_topic,
+    execute,
+    publish,
+    relation_exists,
+    set_configuration,
+    worker_configuration,
+)
 from ._workload import ITEMS, ITEMS_DDL, random_items_stream
 from .test_parquet import stored_offset as parquet_offset
 from .test_parts import split_batches, stream_with_abandoned_attempts
@@ -113,10 +121,6 @@ def query_one(dsn: str, statement: str) -> Any:
     return None if row is None else row[0]
 
 
-def audit_table_exists(dsn: str) -> bool:
-    return bool(query_one(dsn, "SELECT to_regclass('pgshovel_replication.audit') IS NOT NULL"))
-
-
 def streaming(dsn: str) -> bool:
     exists = "SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL"
     phase = "SELECT phase FROM pgshovel_replication.worker_state"
@@ -184,7 +188,7 @@ def test_audit_rows_exactly_once_through_kill_parts_and_abandoned_batches(
 
     worker = start()
     wait_for(lambda: streaming(target), "the snapshot", worker)
-    assert audit_table_exists(target)
+    assert relation_exists(target, "pgshovel_replication.audit")
     assert query_one(target, "SELECT count(*) FROM pgshovel_replication.audit") == 0, (
         "a snapshot load writes no audit rows"
     )
