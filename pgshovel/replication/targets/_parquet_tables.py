@@ -154,7 +154,7 @@ def _change_log_schema(table: TableShape) -> pa.Schema:
             pa.field("shape_version", pa.string()),
             pa.field("before", row),
             pa.field("after", row),
-            # Newer than the first change logs: files written before lack it (read with mergeSchema).
+            # Newer than the first change logs: older files lack it (read with mergeSchema).
             pa.field("provenance", PROVENANCE),
         ]
     )
