@@ -9,20 +9,21 @@ provenance get a row whose provenance columns are NULL; rows of snapshot loads
 and incremental snapshot chunks are not mutations and get none, nor do the
 mutations skipped because their table's capture broke. The table and its
 indexes are created only when missing (no DDL lock at each worker start).
-``audit_rows`` is pure and unit-tested.
+``audit_lines`` is pure and unit-tested.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import uuid
 from collections.abc import Iterator
+from json.encoder import encode_basestring
 
 from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
-from pgshovel.replication.copytext import encode_row
+from pgshovel.protocol import stream_pb2
+from pgshovel.replication.copytext import decode_line, encode_value
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.provenance import stamp_of
 from pgshovel.source import TableShape
@@ -35,7 +36,9 @@ AUDIT_TABLE = "audit"
 
 _TABLE = sql.Identifier(AUDIT_SCHEMA, AUDIT_TABLE)
 
-#: The columns ``audit_rows`` fills, in order (``applied_at`` takes its default).
+NULL_FIELD = "\\N"
+
+#: The columns ``audit_lines`` fills, in order (``applied_at`` takes its default).
 COLUMNS = (
     "cluster",
     "set_name",
@@ -104,66 +107,102 @@ def create(cursor: Cursor) -> None:
     cursor.execute(_CREATE)
 
 
-def _key(values: tuple[str | None, ...] | None, table: TableShape) -> str | None:
-    if values is None:
-        return None
-    return json.dumps(dict(zip(table.key, values, strict=True)), ensure_ascii=False)
+def _escaped(text: str) -> str:
+    """A COPY field of text (printable text without a backslash needs no escape)."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return encode_value(text)
 
 
-def audit_rows(cluster: str, set_name: str, plan: MicroBatchPlan) -> Iterator[list[str | None]]:
-    """The audit row (PostgreSQL text of ``COLUMNS``) of every mutation ``plan`` applies.
+def _optional(text: str | None) -> str:
+    return NULL_FIELD if text is None else _escaped(text)
+
+
+class _KeyJson:
+    """A table's keys as the COPY field of a JSON object of PostgreSQL text values."""
+
+    def __init__(self, table: TableShape) -> None:
+        self.table = table
+        self.names = [encode_basestring(name) + ": " for name in table.key]
+
+    def field(self, values: tuple[str | None, ...] | None) -> str:
+        if values is None:
+            return NULL_FIELD
+        text = (
+            "{"
+            + ", ".join(
+                [
+                    name + ("null" if value is None else encode_basestring(value))
+                    for name, value in zip(self.names, values, strict=True)
+                ]
+            )
+            + "}"
+        )
+        # JSON writes control characters as backslash escapes: only the backslash needs one.
+        return text.replace("\\", "\\\\") if "\\" in text else text
+
+
+def _provenance_fields(mutation: stream_pb2.Mutation) -> str:
+    stamp = stamp_of(mutation)
+    if stamp is None:
+        return _NO_PROVENANCE
+    return "\t".join(
+        [
+            _optional(stamp.current_user),
+            _optional(stamp.session_user),
+            _optional(stamp.application_name),
+            _optional(stamp.client_addr),
+            NULL_FIELD if stamp.query_id is None else str(stamp.query_id),
+            _optional(stamp.annotation),
+        ]
+    )
+
+
+_NO_PROVENANCE = "\t".join([NULL_FIELD] * 6)
+
+
+def audit_lines(cluster: str, set_name: str, plan: MicroBatchPlan) -> Iterator[str]:
+    """The audit row (a COPY text line of ``COLUMNS``) of every mutation ``plan`` applies.
 
     ``key`` is the row's key as a JSON object of PostgreSQL text values: the new key
     of an INSERT or UPDATE, the old key of a DELETE, NULL for a TRUNCATE and for
     tables without a key; ``old_key`` is the old key of an UPDATE that changed it.
     """
+    worker = _escaped(cluster) + "\t" + _escaped(set_name) + "\t"
     nodes: dict[bytes, str] = {}
+    operations = {number: name + "\t" for number, name in OPERATION_NAMES.items()}
     for step in plan.steps:
         if not isinstance(step, Segment):
             continue
         for run in step.runs:
             table = run.table
+            keys = _KeyJson(table)
+            names = _escaped(table.schema) + "\t" + _escaped(table.name) + "\t"
             for batch, mutation in run.entries:
                 node = nodes.get(batch.node)
                 if node is None:
                     node = nodes[batch.node] = str(uuid.UUID(bytes=batch.node))
-                operation = OPERATION_NAMES[mutation.operation]
                 old = key_text(mutation.old, table)
                 new = key_text(mutation.new, table)
                 key, old_key = (old, None) if new is None else (new, old if old != new else None)
-                stamp = stamp_of(mutation)
                 timestamp = mutation.timestamp
-                yield [
-                    cluster,
-                    set_name,
-                    node,
-                    str(batch.batch_id),
-                    str(mutation.transaction),
-                    str(mutation.id),
-                    format_timestamp(timestamp, True, 0) if timestamp else None,
-                    operation,
-                    table.schema,
-                    table.name,
-                    _key(key, table),
-                    _key(old_key, table),
-                    *(
-                        (None,) * 6
-                        if stamp is None
-                        else (
-                            stamp.current_user,
-                            stamp.session_user,
-                            stamp.application_name,
-                            stamp.client_addr,
-                            None if stamp.query_id is None else str(stamp.query_id),
-                            stamp.annotation,
-                        )
-                    ),
-                ]
+                yield (
+                    f"{worker}{node}\t{batch.batch_id}\t{mutation.transaction}\t{mutation.id}\t"
+                    f"{format_timestamp(timestamp, True, 0) if timestamp else NULL_FIELD}\t"
+                    f"{operations[mutation.operation]}{names}"
+                    f"{keys.field(key)}\t{keys.field(old_key)}\t"
+                    f"{_provenance_fields(mutation)}\n"
+                )
+
+
+def audit_rows(cluster: str, set_name: str, plan: MicroBatchPlan) -> list[tuple[str | None, ...]]:
+    """The audit rows of ``plan`` as PostgreSQL text values (what ``COPY`` reads)."""
+    return [decode_line(line.rstrip("\n")) for line in audit_lines(cluster, set_name, plan)]
 
 
 def write(cursor: Cursor, cluster: str, set_name: str, plan: MicroBatchPlan) -> int:
     """Copy the audit rows of ``plan``'s mutations in the open transaction; return how many."""
-    lines = [encode_row(row) for row in audit_rows(cluster, set_name, plan)]
+    lines = list(audit_lines(cluster, set_name, plan))
     if lines:
         cursor.copy_expert(_COPY.as_string(cursor), io.StringIO("".join(lines)))
     return len(lines)
