@@ -15,6 +15,7 @@ from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.errors import AlreadyRunning
+from pgshovel.replication.targets import _pgwake
 from pgshovel.stream.batches import StreamPosition
 from pgshovel.stream.state import WorkerState, from_document, to_document
 
@@ -110,6 +111,9 @@ RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
     deadline timestamptz := clock_timestamp() + $2;
     done boolean;
+    baton text;
+    left_ms bigint;
+    saved text := current_setting('lock_timeout');
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'pgshovel: wait_applied needs READ COMMITTED (each check needs a new '
@@ -121,17 +125,39 @@ BEGIN
         -- A query with FROM: each run takes a new snapshot and sees the worker's commits
         -- (a plain expression would keep the one it started with).
         SELECT bool_and(txid_visible_in_snapshot($1,
-                   (CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)::txid_snapshot))
-          INTO done
+                   (CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)::txid_snapshot)),
+               min(s.cluster || '/' || s.set_name)
+          INTO done, baton
           FROM {table} s
          WHERE s.phase = 'streaming' AND ($3 IS NULL OR s.set_name = $3);
         IF done THEN
             RETURN true;
         END IF;
-        IF clock_timestamp() >= deadline THEN
+        IF baton IS NULL THEN
+            PERFORM {schema}.applied($1, $3);  -- the set stopped streaming: say so
+        END IF;
+        left_ms := ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000);
+        IF left_ms <= 0 THEN
             RETURN false;
         END IF;
-        PERFORM pg_sleep(0.002);
+        IF pg_try_advisory_lock_shared(hashtext({baton_class}), hashtext(baton)) THEN
+            -- No worker holds the wake-up lock: poll.
+            PERFORM pg_advisory_unlock_shared(hashtext({baton_class}), hashtext(baton));
+            PERFORM pg_sleep(least({idle_poll}, left_ms / 1000.0));
+        ELSE
+            -- Sleep until the worker's next commit hands the lock over (at most
+            -- {longest_sleep} s: a commit made between the check above and this wait
+            -- would otherwise go unnoticed until the one after it).
+            BEGIN
+                PERFORM set_config('lock_timeout',
+                    least(left_ms, {longest_sleep_ms}) || 'ms', true);
+                PERFORM pg_advisory_lock_shared(hashtext({baton_class}), hashtext(baton));
+                PERFORM pg_advisory_unlock_shared(hashtext({baton_class}), hashtext(baton));
+                PERFORM set_config('lock_timeout', saved, true);
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;  -- no commit in that time: check again
+            END;
+        END IF;
     END LOOP;
 END
 $f$;
@@ -139,8 +165,14 @@ $f$;
 )
 
 
+#: How often wait_applied checks while no worker holds the set's wake-up lock (seconds).
+IDLE_POLL = 0.01
+
+#: The longest wait_applied sleeps on the wake-up lock before checking again (seconds).
+LONGEST_SLEEP = 0.1
+
 #: Marks the read-your-writes functions' version (their comment): replaced only when older.
-FUNCTIONS_VERSION = "pgshovel read-your-writes 1"
+FUNCTIONS_VERSION = "pgshovel read-your-writes 2"
 
 #: The newest column; a state table without it is extended (ALTER TABLE only then: it takes
 #: an exclusive lock that a running wait_applied, reading the table, would hold up).
@@ -167,7 +199,16 @@ def create(cursor: Cursor) -> None:
     current = cursor.fetchone()
     if not (current and current[0]):
         schema = sql.Identifier(STATE_SCHEMA)
-        cursor.execute(_FUNCTIONS.format(schema=schema, table=_TABLE))
+        cursor.execute(
+            _FUNCTIONS.format(
+                schema=schema,
+                table=_TABLE,
+                baton_class=sql.Literal(_pgwake.BATON_CLASS),
+                idle_poll=sql.Literal(IDLE_POLL),
+                longest_sleep=sql.SQL(str(LONGEST_SLEEP)),
+                longest_sleep_ms=sql.Literal(int(LONGEST_SLEEP * 1000)),
+            )
+        )
         cursor.execute(
             sql.SQL("COMMENT ON FUNCTION {}.wait_applied(bigint, interval, text) IS {}").format(
                 schema, sql.Literal(FUNCTIONS_VERSION)

@@ -28,7 +28,14 @@ from pgshovel.errors import DatabaseError, PgshovelError, ProgrammingError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.incremental import attempt_prefix
 from pgshovel.replication.mutations import to_change
-from pgshovel.replication.targets import _pgapply, _pgaudit, _pgchunks, _pgschema, _pgstate
+from pgshovel.replication.targets import (
+    _pgapply,
+    _pgaudit,
+    _pgchunks,
+    _pgschema,
+    _pgstate,
+    _pgwake,
+)
 from pgshovel.settings import NonEmptyText
 from pgshovel.source import (
     Checksum,
@@ -143,6 +150,8 @@ class PostgresTarget:
         self._set_name = ""
         #: parts of a batch applied in the open transaction, not committed yet
         self._uncommitted = False
+        #: wakes wait_applied callers after each commit (README "Read-your-writes")
+        self._baton: _pgwake.Baton | None = None
 
     def __repr__(self) -> str:
         return f"PostgresTarget(dsn={mask_dsn(self.dsn)!r}, audit={self.audit!r})"
@@ -156,6 +165,8 @@ class PostgresTarget:
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
         self._cluster, self._set_name = cluster, set_name
         self._connection = connect(self.dsn, "pgshovel-replicate target")
+        # The wake-up lock is taken when this transaction commits (and after every commit).
+        self._baton = _pgwake.Baton(cluster, set_name)
         with self._transaction("preparing the postgresql target") as cursor:
             _pgstate.lock(cursor, cluster, set_name)
             _pgstate.create(cursor)
@@ -281,6 +292,8 @@ class PostgresTarget:
                 if commit:
                     self.connection.commit()
                 self._uncommitted = not commit
+                if commit and self._baton is not None:
+                    self._baton.hand_over(self.connection)
         except BaseException:
             self._roll_back()
             raise
@@ -296,6 +309,7 @@ class PostgresTarget:
 
     def close(self) -> None:
         self._uncommitted = False
+        self._baton = None
         if self._connection is not None:
             self._connection.close()
             self._connection = None
