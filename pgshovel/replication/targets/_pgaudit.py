@@ -19,14 +19,16 @@ import uuid
 from collections.abc import Iterator
 from json.encoder import encode_basestring
 
+import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.copytext import decode_line, encode_value
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.provenance import stamp_of
-from pgshovel.source import TableShape
+from pgshovel.source import TableShape, first_line
 from pgshovel.stream._codec_temporal import format_timestamp
 from pgshovel.stream.operations import OPERATION_NAMES
 from pgshovel.stream.plan import MicroBatchPlan, Segment
@@ -171,9 +173,7 @@ def audit_lines(cluster: str, set_name: str, plan: MicroBatchPlan) -> Iterator[s
     worker = _escaped(cluster) + "\t" + _escaped(set_name) + "\t"
     nodes: dict[bytes, str] = {}
     operations = {number: name + "\t" for number, name in OPERATION_NAMES.items()}
-    for step in plan.steps:
-        if not isinstance(step, Segment):
-            continue
+    for step in _segments(plan):
         for run in step.runs:
             table = run.table
             keys = _KeyJson(table)
@@ -203,6 +203,22 @@ def audit_rows(cluster: str, set_name: str, plan: MicroBatchPlan) -> list[tuple[
 def write(cursor: Cursor, cluster: str, set_name: str, plan: MicroBatchPlan) -> int:
     """Copy the audit rows of ``plan``'s mutations in the open transaction; return how many."""
     lines = list(audit_lines(cluster, set_name, plan))
-    if lines:
+    if not lines:
+        return 0
+    try:
         cursor.copy_expert(_COPY.as_string(cursor), io.StringIO("".join(lines)))
+    except psycopg2.DataError as error:
+        # Only provenance comes from outside the worker's own checks: an address that
+        # is not one, or text PostgreSQL cannot hold.
+        tables = sorted({run.table.qualified for step in _segments(plan) for run in step.runs})
+        cause = error.diag.message_primary or first_line(error)
+        raise StreamError(
+            f"the audit rows of a micro-batch on {tables!r} do not fit "
+            f"{AUDIT_SCHEMA}.{AUDIT_TABLE} ({cause}); their provenance is not what a pgshovel "
+            "capture trigger writes: fix what produced the stream, or set audit: false"
+        ) from error
     return len(lines)
+
+
+def _segments(plan: MicroBatchPlan) -> list[Segment]:
+    return [step for step in plan.steps if isinstance(step, Segment)]
