@@ -175,8 +175,11 @@ def test_audit_rows_exactly_once_through_kill_parts_and_abandoned_batches(
             "path": "pgshovel.replication.targets.postgresql:PostgresTarget",
             "configuration": {"dsn": target, "audit": True},
         },
-        max_batch_messages=25,
-        part_mutations=2,  # every batch is applied in parts, whatever the fetch sizes
+        # Reads of 10 messages end inside every batch (30 mutations), and a part is taken
+        # from two mutations on: every batch, the abandoned attempts (20 and 15 messages)
+        # included, is applied in parts whatever the fetch sizes.
+        max_batch_messages=10,
+        part_mutations=2,
     )
 
     def start() -> WorkerProcess:
