@@ -30,6 +30,7 @@ from pgshovel.replication.mutations import key_text
 from pgshovel.replication.provenance import stamp_of
 from pgshovel.source import TableShape, first_line
 from pgshovel.stream._codec_temporal import format_timestamp
+from pgshovel.stream.codec import to_text
 from pgshovel.stream.operations import OPERATION_NAMES
 from pgshovel.stream.plan import MicroBatchPlan, Segment
 
@@ -126,6 +127,24 @@ class _KeyJson:
     def __init__(self, table: TableShape) -> None:
         self.table = table
         self.names = [encode_basestring(name) + ": " for name in table.key]
+        self.count = len(table.columns)
+        self.pairs = list(zip(table.key_positions, table.key, strict=True))
+
+    def values(self, row: stream_pb2.Row) -> tuple[str | None, ...] | None:
+        """The text of a row's key values (None for an empty row or an unkeyed table):
+        ``mutations.key_text``, with its check of a row in shape order unrolled."""
+        columns = row.columns
+        if not columns or not self.pairs:
+            return None
+        if len(columns) == self.count:
+            values = []
+            for position, name in self.pairs:
+                column = columns[position]
+                if column.name != name:
+                    return key_text(row, self.table)
+                values.append(to_text(column.value))
+            return tuple(values)
+        return key_text(row, self.table)
 
     def field(self, values: tuple[str | None, ...] | None) -> str:
         if values is None:
@@ -182,8 +201,8 @@ def audit_lines(cluster: str, set_name: str, plan: MicroBatchPlan) -> Iterator[s
                 node = nodes.get(batch.node)
                 if node is None:
                     node = nodes[batch.node] = str(uuid.UUID(bytes=batch.node))
-                old = key_text(mutation.old, table)
-                new = key_text(mutation.new, table)
+                old = keys.values(mutation.old)
+                new = keys.values(mutation.new)
                 key, old_key = (old, None) if new is None else (new, old if old != new else None)
                 timestamp = mutation.timestamp
                 yield (

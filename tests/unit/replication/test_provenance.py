@@ -177,3 +177,16 @@ def test_one_audit_row_per_mutation_with_its_key_and_provenance() -> None:
 
 def test_a_plan_without_mutations_has_no_audit_rows() -> None:
     assert rows_of(batch()) == []
+
+
+def test_keys_of_rows_out_of_shape_order_are_read_by_name() -> None:
+    delete = mutation(KEYED, 1, Op.DELETE)
+    delete.old.columns.add(name="sub").value.string = "b"
+    delete.old.columns.add(name="id").value.int64 = 7
+    update = mutation(KEYED, 2, Op.UPDATE, old=(7, "b", None), new=(8, "b", None))
+    update.new.columns[0].name, update.new.columns[1].name = "sub", "id"
+    update.new.columns[0].value.string, update.new.columns[1].value.int64 = "b", 8
+    deleted, updated = rows_of(batch(delete, update))
+    assert json.loads(deleted["key"] or "") == {"id": "7", "sub": "b"}
+    assert json.loads(updated["key"] or "") == {"id": "8", "sub": "b"}
+    assert json.loads(updated["old_key"] or "") == {"id": "7", "sub": "b"}
