@@ -10,7 +10,8 @@ too), so every run starts from an empty queue or a new slot:
   captured unkeyed; ``pgshovel-no-ddl`` the same with its two schema event
   triggers disabled; ``pgshovel-row`` the same C library with a row trigger
   on every table, as before statement triggers (what a table in an
-  inheritance tree still gets);
+  inheritance tree still gets); ``pgshovel-provenance`` the same C library
+  with provenance on every table (README "Provenance");
 - ``jsontriga``: PgQ's own C trigger ``pgq.jsontriga``, a reference;
 - ``floor``: the cheapest trigger-and-queue capture there is, a PL/pgSQL row
   trigger that inserts one constant event; what any trigger capture costs;
@@ -55,7 +56,10 @@ def _run(conn: connection, statements: list[sql.Composable]) -> None:
 
 
 def _install_pgshovel(
-    conn: connection, implementation: capture_library.Implementation, row_triggers: bool = False
+    conn: connection,
+    implementation: capture_library.Implementation,
+    row_triggers: bool = False,
+    provenance: bool = False,
 ) -> None:
     if implementation == "c" and (
         capture_library.library_version(conn) != capture_library.CONTRACT_VERSION
@@ -71,7 +75,12 @@ def _install_pgshovel(
         if info is None:
             raise RuntimeError(f"pgbench -i did not create {table!r}; is pgbench 15 installed?")
         capture = install.TableCapture(
-            "public", table, info.primary_key, (), "the bench asks" if row_triggers else ""
+            "public",
+            table,
+            info.primary_key,
+            (),
+            "the bench asks" if row_triggers else "",
+            provenance,
         )
         statements += install.install_triggers(CLUSTER, SET, version, capture)
     _run(conn, statements)
@@ -139,8 +148,9 @@ def _pgshovel(
     dsn: str,
     implementation: capture_library.Implementation,
     row_triggers: bool = False,
+    provenance: bool = False,
 ) -> Iterator[None]:
-    _install_pgshovel(conn, implementation, row_triggers)
+    _install_pgshovel(conn, implementation, row_triggers, provenance)
     try:
         with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
             yield
@@ -156,6 +166,11 @@ def pgshovel(conn: connection, dsn: str, workdir: Path) -> AbstractContextManage
 def pgshovel_rows(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
     """pgshovel's C library called by row triggers: the capture before statement triggers."""
     return _pgshovel(conn, dsn, "c", row_triggers=True)
+
+
+def pgshovel_provenance(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
+    """pgshovel's C capture with provenance on every table."""
+    return _pgshovel(conn, dsn, "c", provenance=True)
 
 
 def pgshovel_plpgsql(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
@@ -230,6 +245,7 @@ CAPTURES: dict[str, Capture] = {
     "none": no_capture,
     "pgshovel": pgshovel,
     "pgshovel-row": pgshovel_rows,
+    "pgshovel-provenance": pgshovel_provenance,
     "pgshovel-plpgsql": pgshovel_plpgsql,
     "pgshovel-no-ddl": pgshovel_without_ddl,
     "jsontriga": jsontriga,

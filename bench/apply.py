@@ -8,7 +8,9 @@ and times ``Worker.stream`` (read, validate, handoff filter, COPY into staging
 and a set-based merge, state in the same transaction) until the last batch is
 applied; the target's row count is then checked against the source. The
 baseline times ``COPY ... FROM STDIN (FORMAT binary)`` of the same number of
-rows into a table of the same shape. A third variant only reads, parses and
+rows into a table of the same shape. The worker also runs with the target's audit
+table on (``apply.audit``: one more row per mutation, copied in the same
+transaction), against the runs with it off. A fourth variant only reads, parses and
 validates the stream (``apply.read_floor``): the part of the apply cost that a
 Python driver decoding one protobuf message per mutation cannot shed. The
 worker runs in this process, so its CPU seconds and peak RSS are this
@@ -58,6 +60,7 @@ CHUNK = 1000
 @dataclass
 class ApplyRuns:
     worker_rates: list[float] = field(default_factory=list)
+    audit_rates: list[float] = field(default_factory=list)
     copy_rates: list[float] = field(default_factory=list)
     cpu_per_million: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
@@ -69,8 +72,8 @@ class ApplyRuns:
 class CountingTarget(PostgresTarget):
     """The real PostgreSQL target, noting how far the worker got (to stop it at the end)."""
 
-    def __init__(self, dsn: str, end_offset: int) -> None:
-        super().__init__(dsn)
+    def __init__(self, dsn: str, end_offset: int, audit: bool = False) -> None:
+        super().__init__(dsn, audit=audit)
         self.end_offset = end_offset
         self.next_offset = 0
         self.mutations = 0
@@ -145,12 +148,16 @@ def worker_run(
     set_name: str = SET,
     target_database: str = TARGET,
     driver_only: bool = False,
+    audit: bool = False,
 ) -> tuple[float, int, _proc.Usage]:
     """Seconds, mutations applied and resource use of one worker pass over the stream
-    (of this process and its children, or with ``driver_only`` of this process alone)."""
+    (of this process and its children, or with ``driver_only`` of this process alone);
+    ``audit`` turns the target's audit table on."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
-    target = CountingTarget(_stack.create_database(sandbox, target_database), stream.end)
+    target = CountingTarget(
+        _stack.create_database(sandbox, target_database), stream.end, audit=audit
+    )
     reader = KafkaStream(
         kafka["bootstrap.servers"], _stack.topic_of(set_name), properties, poll_timeout=0.2
     )
@@ -182,9 +189,19 @@ def worker_run(
             target.dsn,
             sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("public", _schema.ORDERS)),
         )
+        audited = (
+            _stack.fetch_value(target.dsn, "SELECT count(*) FROM pgshovel_replication.audit")
+            if audit
+            else target.mutations
+        )
     finally:
         reader.close()
         target.close()
+    if audited != target.mutations:
+        raise RuntimeError(
+            f"the audit table holds {audited!r} rows for {target.mutations!r} mutations "
+            "applied; the worker run is not valid"
+        )
     expected = _stack.fetch_value(
         stream.source,
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("public", _schema.ORDERS)),
@@ -293,10 +310,14 @@ def measure(
     )
     data = binary_rows(stream.source, stream.mutations)
     runs = ApplyRuns(mutations=stream.mutations)
-    for number, variant in schedule(settings.rounds, ["worker", "copy", "read"]):
+    for number, variant in schedule(settings.rounds, ["worker", "audit", "copy", "read"]):
         if variant == "read":
             runs.read_rates.append(read_floor_run(sandbox, stream))
             rate = runs.read_rates[-1]
+        elif variant == "audit":
+            seconds, mutations, _ = worker_run(sandbox, stream, tables, audit=True)
+            runs.audit_rates.append(mutations / seconds)
+            rate = runs.audit_rates[-1]
         elif variant == "worker":
             seconds, mutations, usage = worker_run(sandbox, stream, tables)
             if mutations != stream.mutations:
@@ -332,6 +353,15 @@ def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
             baseline_title="binary COPY, same row count",
             goals=(Goal("ratio", ">=", 0.2),),
             details={**details, "profile_tottime_top": runs.profile},
+        ),
+        Figure(
+            key="apply.audit",
+            title="apply with the audit table on (mutations/s)",
+            unit="/s",
+            values=runs.audit_rates,
+            baseline=runs.worker_rates,
+            baseline_title="audit off, same run",
+            details=details,
         ),
         Figure(
             key="apply.read_floor",

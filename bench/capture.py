@@ -16,9 +16,11 @@ for ``durable_seconds`` each: 1 s in quick mode as every other run, which
 keeps the quick suite near two and a half minutes and still exercises the
 switch. Last, one ``UPDATE`` of 100,000 accounts is timed once per capture
 and round (after a VACUUM, with the sandbox's fast settings only); its figure
-is rows/s with capture ÷ rows/s without. A part that fails (the durable
-switch, the bulk statement, or the logical peer when wal2json is missing) is
-reported as not measured and the others still are.
+is rows/s with capture ÷ rows/s without. pgshovel with provenance
+(``pgshovel-provenance``) runs in the fast and bulk parts, also compared with
+pgshovel without it (goal 0.95); quick mode runs it for TPC-B-like only. A
+part that fails (the durable switch, the bulk statement, or the logical peer
+when wal2json is missing) is reported as not measured and the others still are.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ DATABASE = "pgshovel_bench_capture"
 GOAL = Goal("ratio", ">=", 0.85)
 #: event triggers fire on DDL only: a DDL-free workload must not notice them
 EVENT_TRIGGER_GOAL = Goal("ratio", ">=", 0.95)
+#: provenance on costs at most 5% of capture without it
+PROVENANCE_GOAL = Goal("ratio", ">=", 0.95)
 #: pgshovel's ratio to no capture within 0.05 of the floor's
 FLOOR_GOAL = Goal("gap", ">=", -0.05)
 BULK_GOAL = Goal("ratio", ">=", 0.5)
@@ -71,6 +75,7 @@ TPS_CAPTURES = {
         "none",
         "pgshovel",
         "pgshovel-row",
+        "pgshovel-provenance",
         "pgshovel-plpgsql",
         "pgshovel-no-ddl",
         "jsontriga",
@@ -83,11 +88,20 @@ BULK_CAPTURES = (
     "none",
     "pgshovel",
     "pgshovel-row",
+    "pgshovel-provenance",
     "pgshovel-plpgsql",
     "jsontriga",
     "floor",
     "logical",
 )
+
+
+#: quick mode: the parts (scripts, "bulk") a capture runs in, where not all
+QUICK_PARTS = {"pgshovel-provenance": ("tpcb",)}
+
+
+def _runs_in(settings: Settings, mode: str, part: str) -> bool:
+    return settings.mode != "quick" or part in QUICK_PARTS.get(mode, (part,))
 
 
 @dataclass
@@ -187,11 +201,11 @@ class _Measurement:
         """TPS per script and capture, the captures alternating each round."""
         clients = str(self.settings.pgbench_clients)
         threads = str(min(self.settings.pgbench_clients, os.cpu_count() or 1))
-        modes = self.available(captures)
-        results: dict[str, dict[str, list[float]]] = {
-            name: {mode: [] for mode in modes} for name in SCRIPTS
-        }
+        available = self.available(captures)
+        results: dict[str, dict[str, list[float]]] = {}
         for name in SCRIPTS:
+            modes = [mode for mode in available if _runs_in(self.settings, mode, name)]
+            results[name] = {mode: [] for mode in modes}
             for number, mode in schedule(self.settings.rounds, modes):
                 with CAPTURES[mode](self.conn, self.dsn, self.workdir):
                     output = _pgbench(
@@ -215,7 +229,9 @@ class _Measurement:
 
     def bulk_runs(self) -> None:
         """Rows/s of one UPDATE of BULK_ROWS accounts per capture, alternating each round."""
-        modes = self.available(BULK_CAPTURES)
+        modes = [
+            mode for mode in self.available(BULK_CAPTURES) if _runs_in(self.settings, mode, "bulk")
+        ]
         results: dict[str, list[float]] = {mode: [] for mode in modes}
         for number, mode in schedule(self.settings.rounds, modes):
             # Each run leaves 100,000 dead rows: the next one must not pay for them.
@@ -298,6 +314,19 @@ COMPARISONS: tuple[Comparison, ...] = (
         "pgshovel-row",
     ),
     Comparison(
+        "pgshovel_provenance",
+        "capture overhead, {}, pgshovel with provenance",
+        "pgshovel-provenance",
+    ),
+    Comparison(
+        "provenance",
+        "provenance on vs off, {}, pgshovel",
+        "pgshovel-provenance",
+        "pgshovel",
+        "pgshovel without provenance",
+        (PROVENANCE_GOAL,),
+    ),
+    Comparison(
         "pgshovel_plpgsql",
         "capture overhead, {}, pgshovel's PL/pgSQL fallback",
         "pgshovel-plpgsql",
@@ -324,23 +353,61 @@ COMPARISONS: tuple[Comparison, ...] = (
         (EVENT_TRIGGER_GOAL,),
     ),
 )
-#: the bulk UPDATE's figures: capture -> (title, goals)
-BULK_COMPARISONS: dict[str, tuple[str, tuple[Goal, ...]]] = {
-    "pgshovel": ("pgshovel", (BULK_GOAL,)),
-    "pgshovel-row": ("pgshovel with row triggers (before statement triggers)", ()),
-    "pgshovel-plpgsql": ("pgshovel's PL/pgSQL fallback", ()),
-    "jsontriga": ("pgq.jsontriga reference", ()),
-    "floor": ("capture floor (constant event per row)", ()),
-    "logical": ("logical decoding (wal2json) peer", ()),
+#: the bulk UPDATE's figures: key -> (capture, title, goals, baseline, baseline title)
+BULK_COMPARISONS: dict[str, tuple[str, str, tuple[Goal, ...], str, str]] = {
+    "pgshovel": ("pgshovel", "pgshovel", (BULK_GOAL,), "none", "no capture"),
+    "pgshovel_row": (
+        "pgshovel-row",
+        "pgshovel with row triggers (before statement triggers)",
+        (),
+        "none",
+        "no capture",
+    ),
+    "pgshovel_provenance": (
+        "pgshovel-provenance",
+        "pgshovel with provenance",
+        (),
+        "none",
+        "no capture",
+    ),
+    "provenance": (
+        "pgshovel-provenance",
+        "provenance on vs off, pgshovel",
+        (PROVENANCE_GOAL,),
+        "pgshovel",
+        "pgshovel without provenance",
+    ),
+    "pgshovel_plpgsql": (
+        "pgshovel-plpgsql",
+        "pgshovel's PL/pgSQL fallback",
+        (),
+        "none",
+        "no capture",
+    ),
+    "jsontriga": ("jsontriga", "pgq.jsontriga reference", (), "none", "no capture"),
+    "floor": ("floor", "capture floor (constant event per row)", (), "none", "no capture"),
+    "logical": ("logical", "logical decoding (wal2json) peer", (), "none", "no capture"),
 }
 #: settings name -> (key suffix, title suffix)
 SETTINGS_NAMES = {"fast": ("", ""), "durable": (".durable", ", fsync+synchronous_commit on")}
 
 
-def _note(runs: CaptureRuns, part: str, modes: Sequence[str], values: list[float]) -> str:
-    """Why a figure without ``values`` was not measured: its captures' or its part's failure."""
+def _note(
+    runs: CaptureRuns,
+    part: str,
+    modes: Sequence[str],
+    values: list[float],
+    settings: Settings | None = None,
+    script: str = "",
+) -> str:
+    """Why a figure without ``values`` was not measured: its captures' or its part's
+    failure, or quick mode leaving a capture out of that script (``QUICK_PARTS``)."""
     if values:
         return ""
+    if settings is not None:
+        for mode in modes:
+            if mode and not _runs_in(settings, mode, script):
+                return f"not measured: quick mode runs {mode} for {', '.join(QUICK_PARTS[mode])}"
     for cause in (*modes, part):
         if cause in runs.failures:
             return f"not measured: {runs.failures[cause]}"[:300]
@@ -373,23 +440,25 @@ def figures(runs: CaptureRuns, settings: Settings) -> list[Figure]:
                         baseline=tps.get(comparison.baseline, []),
                         baseline_title=comparison.baseline_title,
                         goals=comparison.goals,
-                        note=_note(runs, name, modes, tps.get(comparison.mode, [])),
+                        note=_note(
+                            runs, name, modes, tps.get(comparison.mode, []), settings, script
+                        ),
                         details=details,
                         reference=tps.get(comparison.reference, []),
                         reference_title=comparison.reference_title,
                     )
                 )
-    for mode, (title, goals) in BULK_COMPARISONS.items():
+    for key, (mode, title, goals, baseline, baseline_title) in BULK_COMPARISONS.items():
         made.append(
             Figure(
-                key=f"capture.bulk.{mode.replace('-', '_')}",
+                key=f"capture.bulk.{key}",
                 title=f"bulk UPDATE of {BULK_ROWS:,} rows in one statement, {title} (rows/s)",
                 unit="rows/s",
                 values=runs.bulk.get(mode, []),
-                baseline=runs.bulk.get("none", []),
-                baseline_title="no capture",
+                baseline=runs.bulk.get(baseline, []),
+                baseline_title=baseline_title,
                 goals=goals,
-                note=_note(runs, "bulk", (mode,), runs.bulk.get(mode, [])),
+                note=_note(runs, "bulk", (mode,), runs.bulk.get(mode, []), settings, "bulk"),
                 details={"rows": BULK_ROWS, "scale": settings.pgbench_scale},
             )
         )

@@ -7,10 +7,13 @@
  *   TG_ARGV[1]  set version (ev_extra3)
  *   TG_ARGV[2]  key columns as a JSON array (ev_extra4)
  *   TG_ARGV[3]  captured columns as a text[] literal; '' captures every column
+ *   TG_ARGV[4]  '1': stamp every event with its provenance (absent or '': no)
  * and it writes one event per row change into the queue's current event table:
  *   ev_type 'I' | 'U' | 'D' | 'T', ev_data the JSON array [old, new] where each
  *   row is null or an object mapping column name to the column's text (its
  *   type's output function) or null; ev_extra1/2 the table's schema and name.
+ *   With provenance the array is [old, new, provenance] (see append_provenance
+ *   and sql/capture.sql's header), taken once per call.
  * An UPDATE that leaves the captured columns as they were writes nothing.
  *
  * Two kinds of triggers call it, with the same events as a result:
@@ -78,6 +81,7 @@
 #include "nodes/execnodes.h"
 #include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/bytea.h"
 #include "utils/datum.h"
@@ -96,8 +100,11 @@
 
 PG_MODULE_MAGIC;
 
-/* What pgshovel_capture_contract() answers: statement triggers with transition tables. */
-#define CONTRACT 2
+/*
+ * What pgshovel_capture_revision() answers: 3, provenance (TG_ARGV[4]) besides the
+ * statement triggers of contract 2, which pgshovel_capture_contract() keeps answering.
+ */
+#define CONTRACT 3
 /* Events written per heap_multi_insert, and the bytes of event data that end a batch early. */
 #define BATCH_EVENTS 1000
 #define BATCH_BYTES (4 * 1024 * 1024)
@@ -1102,10 +1109,83 @@ no_captured_column_updated(TriggerData *trigdata, RowPlan *plan)
 	return true;
 }
 
-/* A statement trigger's call: an event per row of its transition tables. */
+/* host(inet_client_addr()) of this session, or NULL; computed once (it never changes). */
+static char *client_host = NULL;
+static bool client_host_known = false;
+
+/* The client's address as host(inet_client_addr()) shows it; NULL over a Unix socket. */
+static const char *
+client_address(void)
+{
+	LOCAL_FCINFO(call, 0);
+	Datum		address;
+
+	if (client_host_known)
+		return client_host;
+	InitFunctionCallInfoData(*call, NULL, 0, InvalidOid, NULL, NULL);
+	address = inet_client_addr(call);
+	if (!call->isnull)
+		client_host = MemoryContextStrdup(TopMemoryContext,
+										  TextDatumGetCString(DirectFunctionCall1(network_host,
+																				  address)));
+	client_host_known = true;
+	return client_host;
+}
+
+/*
+ * The provenance of a call's events, byte for byte what sql/capture.sql's stamp
+ * holds: ,{"u":..,"s":..,"a":..,"c":..,"q":..,"n":..} with every key but "s" left
+ * out when it says nothing. "u" is the role outside SECURITY DEFINER functions
+ * (this function runs as its owner), left out when it is session_user; "a"
+ * left out when empty; "c" over a Unix socket; "q" (the top-level statement's
+ * query id, pg_stat_activity.query_id, signed) when 0; "n" (pgshovel.annotation)
+ * when unset or empty.
+ */
+static void
+append_provenance(StringInfo out)
+{
+	const char *annotation = GetConfigOption("pgshovel.annotation", true, false);
+	const char *address = client_address();
+	uint64		query_id = pgstat_get_my_query_id();
+	Oid			outer = GetOuterUserId();
+	Oid			session = GetSessionUserId();
+
+	appendStringInfoString(out, ",{");
+	if (outer != session)
+	{
+		appendStringInfoString(out, "\"u\":");
+		escape_json(out, GetUserNameFromId(outer, false));
+		appendStringInfoChar(out, ',');
+	}
+	appendStringInfoString(out, "\"s\":");
+	escape_json(out, GetUserNameFromId(session, false));
+	if (application_name != NULL && application_name[0] != '\0')
+	{
+		appendStringInfoString(out, ",\"a\":");
+		escape_json(out, application_name);
+	}
+	if (address != NULL)
+	{
+		appendStringInfoString(out, ",\"c\":");
+		escape_json(out, address);
+	}
+	if (query_id != 0)
+		appendStringInfo(out, ",\"q\":" INT64_FORMAT, (int64) query_id);
+	if (annotation != NULL && annotation[0] != '\0')
+	{
+		appendStringInfoString(out, ",\"n\":");
+		escape_json(out, annotation);
+	}
+	appendStringInfoChar(out, '}');
+}
+
+/*
+ * A statement trigger's call: an event per row of its transition tables, each
+ * ending with stamp (the provenance, or empty).
+ */
 static void
 capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *entry,
-				  Datum name)
+				  Datum name, StringInfo stamp)
 {
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	desc = RelationGetDescr(rel);
@@ -1219,6 +1299,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 			}
 			else
 				appendBinaryStringInfo(&data, "null", 4);
+			appendBinaryStringInfo(&data, stamp->data, stamp->len);
 			appendStringInfoChar(&data, ']');
 			batch_add(batch, type, &data);
 		}
@@ -1246,6 +1327,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	StringInfoData old_row;
 	StringInfoData new_row;
 	StringInfoData data;
+	StringInfoData stamp;
 	RowPlan    *plan;
 	const char *type;
 	int			level = -1;
@@ -1255,8 +1337,8 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event))
 		elog(ERROR, "pgshovel capture: must be an AFTER trigger");
 	trigger = trigdata->tg_trigger;
-	if (trigger->tgnargs != 4)
-		elog(ERROR, "pgshovel capture: expected 4 trigger arguments, got %d", trigger->tgnargs);
+	if (trigger->tgnargs != 4 && trigger->tgnargs != 5)
+		elog(ERROR, "pgshovel capture: expected 4 or 5 trigger arguments, got %d", trigger->tgnargs);
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
 	name = CStringGetTextDatum(trigger->tgargs[0]);
@@ -1265,15 +1347,22 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgshovel capture: SPI_connect failed");
 
+	initStringInfo(&stamp);
+	if (trigger->tgnargs == 5 && strcmp(trigger->tgargs[4], "1") == 0)
+		append_provenance(&stamp);
 	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
 	{
-		insert_event(entry, name, "T", "[null,null]", rel, trigdata);
+		initStringInfo(&data);
+		appendStringInfoString(&data, "[null,null");
+		appendBinaryStringInfo(&data, stamp.data, stamp.len);
+		appendStringInfoChar(&data, ']');
+		insert_event(entry, name, "T", data.data, rel, trigdata);
 		SPI_finish();
 		return PointerGetDatum(NULL);
 	}
 	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 	{
-		capture_statement(fcinfo, trigdata, entry, name);
+		capture_statement(fcinfo, trigdata, entry, name, &stamp);
 		SPI_finish();
 		return PointerGetDatum(NULL);
 	}
@@ -1319,6 +1408,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		appendBinaryStringInfo(&data, new_row.data, new_row.len);
 	else
 		appendStringInfoString(&data, "null");
+	appendBinaryStringInfo(&data, stamp.data, stamp.len);
 	appendStringInfoChar(&data, ']');
 	insert_event(entry, name, type, data.data, rel, trigdata);
 	SPI_finish();
@@ -1340,12 +1430,25 @@ pgshovel_capture_version(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(pgshovel_capture_contract);
 
 /*
- * The contract version of this library: pgshovel-admin installs the C trigger
- * only where the library answers the version it expects (else PL/pgSQL).
- * 2: statement triggers with transition tables, besides row triggers.
+ * Contract 2, statement triggers with transition tables besides row triggers:
+ * what pgshovel before provenance asks. This library still serves it (triggers
+ * with 4 arguments write what they did).
  */
 Datum
 pgshovel_capture_contract(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(2);
+}
+
+PG_FUNCTION_INFO_V1(pgshovel_capture_revision);
+
+/*
+ * The contract version of this library: pgshovel-admin installs the C trigger
+ * only where the library answers the version it expects (else PL/pgSQL).
+ * 3: provenance (TG_ARGV[4]), besides everything of contract 2.
+ */
+Datum
+pgshovel_capture_revision(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT32(CONTRACT);
 }

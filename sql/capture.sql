@@ -2,7 +2,8 @@
 --
 -- Installed by pgshovel-admin (set create / set update / cluster upgrade) with
 -- psycopg2.sql: {schema} is the cluster's schema and {hstore} the schema of the
--- hstore extension, both rendered as quoted identifiers.
+-- hstore extension, both rendered as quoted identifiers; {{ and }} in the body are
+-- single braces.
 --
 -- Every trigger of every set calls it with constant arguments fixed at install
 -- time:
@@ -10,11 +11,28 @@
 --   TG_ARGV[1]  set version stamped on every event
 --   TG_ARGV[2]  key columns, a JSON array of names ([] for unkeyed tables)
 --   TG_ARGV[3]  captured columns, a text[] literal; '' captures every column
+--   TG_ARGV[4]  '1': stamp every event with its provenance; absent or '': do not
 --
 -- Event written with pgq.insert_event:
 --   ev_type    'I' | 'U' | 'D' | 'T'
 --   ev_data    JSON array [old, new]; each is null or an object mapping column
---              name to the column's text (its type's output function) or null
+--              name to the column's text (its type's output function) or null.
+--              With provenance: [old, new, provenance], provenance the object
+--              {"u":current user,"s":session_user,"a":application_name,
+--               "c":client address,"q":query id,"n":pgshovel.annotation}
+--              in exactly this key order and spelling (to_json of each string),
+--              every key but "s" left out when it says nothing (events stay
+--              small): "u" when it equals "s", "a" when empty, "c" over a Unix
+--              socket, "q" when 0 (compute_query_id off), "n" when unset or
+--              empty. Taken once per call: once per statement for statement
+--              triggers. "u" is the role the session runs as outside SECURITY
+--              DEFINER functions (the role of SET ROLE, else session_user; the
+--              C trigger's GetOuterUserId()): this function runs as its owner.
+--              "c" is host(inet_client_addr()); "q" the query id of the
+--              top-level statement (pg_stat_activity.query_id); "n"
+--              current_setting('pgshovel.annotation', true). The query id is
+--              read after pg_stat_clear_snapshot(): a transaction's statistics
+--              snapshot would show its first statement's.
 --   ev_extra1  schema name, ev_extra2 table name (at capture time)
 --   ev_extra3  set version, ev_extra4 key columns (TG_ARGV[2] verbatim)
 -- ev_txid and ev_time come from PgQ.
@@ -47,9 +65,27 @@ DECLARE
     new_row text;
     columns text[];
     other name;
+    stamp text := '';
+    who text;
 BEGIN
+    IF TG_NARGS > 4 AND TG_ARGV[4] = '1' THEN
+        PERFORM pg_stat_clear_snapshot();
+        who := CASE current_setting('role') WHEN 'none' THEN session_user::text
+                   ELSE current_setting('role') END;
+        stamp := ',{{' || CASE WHEN who <> session_user::text
+                               THEN '"u":' || to_json(who)::text || ',' ELSE '' END
+            || '"s":' || to_json(session_user::text)::text
+            || coalesce(',"a":' || to_json(nullif(current_setting('application_name'), ''))::text,
+                        '')
+            || coalesce(',"c":' || to_json(host(inet_client_addr()))::text, '')
+            || coalesce(',"q":' || (SELECT nullif(a.query_id, 0)::text
+                                    FROM pg_stat_get_activity(pg_backend_pid()) a), '')
+            || coalesce(',"n":' || to_json(nullif(current_setting('pgshovel.annotation', true),
+                                                  ''))::text, '')
+            || '}}';
+    END IF;
     IF TG_OP = 'TRUNCATE' THEN
-        PERFORM pgq.insert_event(TG_ARGV[0], 'T', '[null,null]',
+        PERFORM pgq.insert_event(TG_ARGV[0], 'T', '[null,null' || stamp || ']',
             TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
         RETURN NULL;
     END IF;
@@ -85,7 +121,7 @@ BEGIN
                     ELSE {hstore}.slice({hstore}.hstore(n.*), columns) END)
                 FROM pgshovel_new n
             LOOP
-                PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || ']',
+                PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || stamp || ']',
                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
             END LOOP;
         ELSIF TG_OP = 'UPDATE' THEN
@@ -104,7 +140,7 @@ BEGIN
                 ORDER BY position
             LOOP
                 CONTINUE WHEN old_row = new_row;
-                PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || ']',
+                PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || stamp || ']',
                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
             END LOOP;
         ELSE
@@ -113,7 +149,7 @@ BEGIN
                     ELSE {hstore}.slice({hstore}.hstore(o.*), columns) END)
                 FROM pgshovel_old o
             LOOP
-                PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null]',
+                PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null' || stamp || ']',
                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
             END LOOP;
         END IF;
@@ -136,16 +172,16 @@ BEGIN
         END IF;
     END IF;
     IF TG_OP = 'INSERT' THEN
-        PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || ']',
+        PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || stamp || ']',
             TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
     ELSIF TG_OP = 'UPDATE' THEN
         IF old_row = new_row THEN
             RETURN NULL;
         END IF;
-        PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || ']',
+        PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || stamp || ']',
             TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
     ELSE
-        PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null]',
+        PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null' || stamp || ']',
             TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
     END IF;
     RETURN NULL;

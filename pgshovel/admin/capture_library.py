@@ -10,10 +10,12 @@ used when the admin connection is a superuser's and the server loads
 ``PGSHOVEL_CAPTURE`` overrides the choice: ``auto`` (default), ``c`` (an error
 when the library cannot be used) or ``plpgsql``.
 
-The contract is asked of ``pgshovel_capture_contract()``: 2 serves statement
-triggers with transition tables besides row triggers. A library older than that
-lacks the function and gets the PL/pgSQL trigger; the library keeps answering 1
-from ``pgshovel_capture_version()``, what pgshovel before contract 2 asks.
+The contract is asked of ``pgshovel_capture_revision()``: 3 serves provenance
+(a fifth trigger argument) besides the statement triggers with transition tables
+and row triggers of contract 2. A library older than that lacks the function and
+gets the PL/pgSQL trigger; the library keeps answering 2 from
+``pgshovel_capture_contract()`` and 1 from ``pgshovel_capture_version()``, what
+earlier pgshovel versions ask (their triggers work as they did).
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from psycopg2.extensions import connection
 from pgshovel.errors import ConfigurationError
 
 LIBRARY = "pgshovel_capture"
-#: what pgshovel_capture_contract() must answer (ext/pgshovel_capture.c)
-CONTRACT_VERSION = 2
+#: what pgshovel_capture_revision() must answer (ext/pgshovel_capture.c)
+CONTRACT_VERSION = 3
 #: the library's function that answers it
-CONTRACT_FUNCTION = "pgshovel_capture_contract"
+CONTRACT_FUNCTION = "pgshovel_capture_revision"
 ENVIRONMENT = "PGSHOVEL_CAPTURE"
 CHOICES = ("auto", "c", "plpgsql")
 

@@ -395,9 +395,9 @@ def set_tail(
 
     One line per mutation with its batch, transaction, table, operation, key
     columns and old/new rows (values as typed JSON, see the README's JSON
-    mapping), or with --format debezium one Debezium envelope per change. The
-    stream is validated on the way: rolled-back and re-sent batches are not
-    printed.
+    mapping) and, for a table captured with provenance, who made it, or with
+    --format debezium one Debezium envelope per change. The stream is
+    validated on the way: rolled-back and re-sent batches are not printed.
     """
     if latest and offset is not None:
         raise click.BadParameter("give --offset or --latest, not both", param_hint="--latest")

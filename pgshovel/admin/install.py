@@ -27,6 +27,8 @@ CAPTURE_FUNCTION = "capture"
 #: the statement triggers' names: the set's trigger name and one of these (a '.', which no
 #: set name holds, keeps them apart from every other set's triggers)
 STATEMENT_TRIGGERS = {"INSERT": ".insert", "UPDATE": ".update", "DELETE": ".delete"}
+#: TG_ARGV[4] of a table captured with provenance
+PROVENANCE_ON = "1"
 #: the transition tables they name (sql/capture.sql reads them by these names)
 OLD_TABLE = "pgshovel_old"
 NEW_TABLE = "pgshovel_new"
@@ -42,6 +44,8 @@ class TableCapture:
     columns: tuple[str, ...]  # empty: every column, including ones added later
     #: row triggers instead of statement triggers: why (catalog.row_triggers_reason), or ""
     row_triggers: str = ""
+    #: stamp each event with who made it (TG_ARGV[4] '1', see sql/capture.sql)
+    provenance: bool = False
 
 
 def resolve_table(
@@ -54,7 +58,14 @@ def resolve_table(
 ) -> TableCapture:
     """Check a configured table against the catalog; ``database`` is a masked DSN."""
     shape = captured_shape(table, info, allow_unkeyed=allow_unkeyed, database=database)
-    return TableCapture(table.schema, table.name, shape.key, tuple(table.columns), row_triggers)
+    return TableCapture(
+        table.schema,
+        table.name,
+        shape.key,
+        tuple(table.columns),
+        row_triggers,
+        table.provenance,
+    )
 
 
 def text_array_literal(values: Sequence[str]) -> str:
@@ -140,13 +151,17 @@ def drop_queue(cluster: str, set_name: str) -> sql.Composable:
 
 
 def trigger_arguments(cluster: str, set_name: str, version: str, table: TableCapture) -> list[str]:
-    """The constant arguments of a table's triggers (see sql/capture.sql)."""
-    return [
+    """The constant arguments of a table's triggers (see sql/capture.sql); the fifth, '1',
+    only with provenance, so the triggers of a table without it are those of before."""
+    arguments = [
         names.queue_name(cluster, set_name),
         version,
         json.dumps(list(table.key_columns)),
         text_array_literal(table.columns) if table.columns else "",
     ]
+    if table.provenance:
+        arguments.append(PROVENANCE_ON)
+    return arguments
 
 
 def trigger_names(cluster: str, set_name: str) -> list[str]:

@@ -46,6 +46,8 @@ class TableEntry(Settings):
     schema_: Annotated[str, Field(min_length=1, alias="schema")] = DEFAULT_SCHEMA
     key_columns: ColumnNames = []
     columns: ColumnNames = []
+    #: stamp each mutation with who made it; unset: the set's ``provenance``
+    provenance: bool | None = None
 
 
 class DatabaseEntry(Settings):
@@ -59,6 +61,8 @@ class SetFile(Settings):
 
     database: DatabaseEntry
     allow_unkeyed: bool = False
+    #: every table's default for ``provenance`` (README "Provenance")
+    provenance: bool = False
     tables: Annotated[list[TableEntry], Field(min_length=1)]
 
 
@@ -100,6 +104,7 @@ def parse_set_document(
             schema=table.schema_,
             key_columns=table.key_columns,
             columns=table.columns,
+            provenance=parsed.provenance if table.provenance is None else table.provenance,
         )
     validate_set_configuration(configuration, source)
     return configuration
@@ -157,6 +162,8 @@ def to_document(
             entry["key_columns"] = list(table.key_columns)
         if table.columns:
             entry["columns"] = list(table.columns)
+        if table.provenance:
+            entry["provenance"] = True
         tables.append(entry)
     return {
         "database": {"dsn": mask_dsn(dsn) if mask else dsn},

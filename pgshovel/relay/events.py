@@ -40,6 +40,7 @@ from pgshovel.stream._codec_mutation import (
     encode_row,
     keys_piece,
     mutation_encoder,
+    provenance_piece,
     set_version_piece,
     table_piece,
 )
@@ -59,7 +60,9 @@ NULL = stream_pb2.Value.NULL
 
 _UNKNOWN_FILLER = filler_for(UNKNOWN_TYPE)
 _UNKNOWN_ENCODER = encoder_for(UNKNOWN_TYPE)
-_NO_ROWS = (None, None)
+_NO_ROWS = (None, None, None)
+#: distinct provenance objects whose encoded field a decoder keeps
+_PROVENANCE_CACHE = 4096
 
 
 class QueueEvent(NamedTuple):
@@ -114,8 +117,9 @@ def fill_row(row: stream_pb2.Row, values: Mapping[str, str | None], columns: lis
                     _UNKNOWN_FILLER(value, text)
 
 
-def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any]:
-    """``(old, new)`` of an event's data, each None or a column-to-text mapping."""
+def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
+    """``(old, new, provenance)`` of an event's data: each row None or a column-to-text
+    mapping, provenance None or the trigger's object (see ``provenance_fields``)."""
     if not data:
         return _NO_ROWS
     try:
@@ -125,12 +129,61 @@ def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any]:
             f"event {event_id} has data that is not JSON ({error}); "
             "was it written by a pgshovel capture trigger?"
         ) from error
-    if type(rows) is not list or len(rows) != 2:
+    if type(rows) is not list or not 2 <= len(rows) <= 3:
         raise CodecError(f"event {event_id}: expected [old, new], got {data!r}")
-    old, new = rows
+    if len(rows) == 2:
+        old, new = rows
+        provenance = None
+    else:
+        old, new, provenance = rows
+        if type(provenance) is not dict:
+            raise CodecError(
+                f"event {event_id}: expected [old, new, provenance] with provenance an object, "
+                f"got {data!r}"
+            )
     if not (old is None or type(old) is dict) or not (new is None or type(new) is dict):
         raise CodecError(f"event {event_id}: expected [old, new] as objects or nulls, got {data!r}")
-    return old, new
+    return old, new, provenance
+
+
+#: The provenance object's keys (sql/capture.sql), in Provenance field order, and the JSON
+#: types each may hold besides null.
+_PROVENANCE_KEYS = (("u", str), ("s", str), ("a", str), ("c", str), ("q", int), ("n", str))
+_INT64 = 1 << 63
+
+
+def provenance_fields(event_id: int, provenance: dict[str, Any]) -> tuple[Any, ...]:
+    """The Provenance fields of the trigger's provenance object, a key left out as "" or 0
+    (``"u"`` left out: the same as ``"s"``): ``(current_user, session_user,
+    application_name, client_addr, query_id, annotation)``."""
+    fields: list[Any] = []
+    for key, kind in _PROVENANCE_KEYS:
+        value: Any = provenance.get(key)
+        if value is None:
+            fields.append(kind())
+        elif type(value) is not kind or (isinstance(value, int) and not -_INT64 <= value < _INT64):
+            raise CodecError(
+                f"event {event_id}: provenance {key!r} is {value!r}, expected "
+                f"{'an int64' if kind is int else 'a string'} or null; "
+                "was it written by a pgshovel capture trigger?"
+            )
+        else:
+            fields.append(value)
+    if "u" not in provenance:
+        fields[0] = fields[1]
+    return tuple(fields)
+
+
+def _fill_provenance(target: stream_pb2.Provenance, fields: tuple[Any, ...]) -> None:
+    target.SetInParent()
+    (
+        target.current_user,
+        target.session_user,
+        target.application_name,
+        target.client_addr,
+        target.query_id,
+        target.annotation,
+    ) = fields
 
 
 def _unknown_kind(event_id: int, kind: str) -> CodecError:
@@ -158,6 +211,7 @@ def _fill_mutation(
     rows: tuple[Any, Any],
     columns: list[Column],
     key_columns: list[str],
+    provenance: dict[str, Any] | None = None,
 ) -> None:
     """Write ``event`` (a ``QueueEvent`` or the same plain tuple) into the empty ``mutation``."""
     event_id, time, txid, kind, _, schema, table, set_version, _ = event
@@ -177,6 +231,8 @@ def _fill_mutation(
         fill_row(mutation.old, old, columns)
     if new is not None:
         fill_row(mutation.new, new, columns)
+    if provenance is not None:
+        _fill_provenance(mutation.provenance, provenance_fields(event_id, provenance))
 
 
 def build_mutation(
@@ -185,14 +241,16 @@ def build_mutation(
     types: Mapping[str, str],
     key_columns: list[str],
 ) -> stream_pb2.Mutation:
-    """The Mutation for ``event`` given its parsed ``[old, new]`` and the column types.
+    """The Mutation for ``event`` given its parsed ``[old, new]`` or ``[old, new,
+    provenance]`` and the column types.
 
     ``types`` maps column names to type names in table order; rows are written
     in that order, with columns it does not know appended as type ``unknown``.
     """
     mutation = Mutation()
-    old, new = rows
-    _fill_mutation(mutation, event, (old, new), plan_columns(types), key_columns)
+    old, new = rows[:2]
+    provenance = rows[2] if len(rows) > 2 else None
+    _fill_mutation(mutation, event, (old, new), plan_columns(types), key_columns, provenance)
     return mutation
 
 
@@ -216,6 +274,7 @@ class EventDecoder:
         # (kept alive here, so the identity cannot be reused).
         self._plans: dict[int, tuple[list[Column], list[EncodedColumn]]] = {}
         self._encode_mutation = mutation_encoder()
+        self._provenance_pieces: dict[Any, bytes] = {}
 
     @classmethod
     def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
@@ -262,7 +321,7 @@ class EventDecoder:
 
     def _encode(self, event: tuple[Any, ...]) -> bytes:
         event_id, time, txid, kind, data, schema, name, version, keys = event
-        old, new = _parse_rows(event_id, data)
+        old, new, provenance = _parse_rows(event_id, data)
         schema, name = schema or "", name or ""
         table = self._schemas.table(schema, name, event_id)
         if (old is not None and not table.names.issuperset(old)) or (
@@ -290,9 +349,27 @@ class EventDecoder:
         version_bytes = self._version_pieces.get(version)
         if version_bytes is None:
             version_bytes = self._version_pieces[version] = set_version_piece(version or "")
-        return self._encode_mutation(
+        encoded = self._encode_mutation(
             event_id, table_bytes, operation, key_piece, old_row, new_row, time, txid, version_bytes
         )
+        if provenance is None:
+            return encoded
+        return encoded + self._provenance(event_id, provenance)
+
+    def _provenance(self, event_id: int, provenance: dict[str, Any]) -> bytes:
+        """The encoded provenance field; a statement's events share one object's values, so
+        the piece is kept by the object's items (checked once, when first seen)."""
+        try:
+            key: Any = tuple(provenance.items())
+            piece = self._provenance_pieces.get(key)
+        except TypeError:  # a value that is not a JSON scalar: provenance_fields says so
+            key, piece = None, None
+        if piece is None:
+            piece = provenance_piece(*provenance_fields(event_id, provenance))
+            if len(self._provenance_pieces) >= _PROVENANCE_CACHE:
+                self._provenance_pieces.clear()
+            self._provenance_pieces[key] = piece
+        return piece
 
     def _mismatch(
         self, table: TableState, schema: str, name: str, event_id: int, row: dict[str, Any]

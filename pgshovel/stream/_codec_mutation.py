@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from pgshovel.stream._codec_encode import NULL_VALUE, Encoder
-from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, varint
+from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, signed, varint
 
 __all__ = [
     "EncodedColumn",
@@ -26,6 +26,7 @@ __all__ = [
     "encode_row",
     "keys_piece",
     "mutation_encoder",
+    "provenance_piece",
     "set_version_piece",
     "table_piece",
     "text_field",
@@ -37,6 +38,11 @@ _COLUMN, _NAME, _VALUE = b"\x0a", b"\x0a", b"\x12"
 # set_version.
 _ID, _SCHEMA, _TABLE, _OPERATION, _KEY = b"\x08", b"\x12", b"\x1a", b"\x20", b"\x2a"
 _OLD, _NEW, _TIMESTAMP, _TRANSACTION, _SET_VERSION = b"\x32", b"\x3a", b"\x40", b"\x48", b"\x52"
+# Mutation.provenance and its fields: current_user, session_user, application_name,
+# client_addr, query_id, annotation.
+_PROVENANCE = b"\x5a"
+_CURRENT_USER, _SESSION_USER, _APPLICATION, _CLIENT_ADDR = b"\x0a", b"\x12", b"\x1a", b"\x22"
+_QUERY_ID, _ANNOTATION = b"\x28", b"\x32"
 #: Values shorter than this find their column framing ready-made.
 SHORT_VALUE = 128
 _ABSENT = object()
@@ -178,6 +184,31 @@ def mutation_encoder() -> MutationEncoder:
         return b"".join(parts)
 
     return encode_mutation
+
+
+def provenance_piece(
+    current_user: str,
+    session_user: str,
+    application_name: str,
+    client_addr: str,
+    query_id: int,
+    annotation: str,
+) -> bytes:
+    """The ``provenance`` field of a Mutation (field 11: it follows every other field).
+
+    Written even when every value is empty, as the runtime writes a set message field.
+    """
+    body = b"".join(
+        (
+            text_field(_CURRENT_USER, current_user),
+            text_field(_SESSION_USER, session_user),
+            text_field(_APPLICATION, application_name),
+            text_field(_CLIENT_ADDR, client_addr),
+            _QUERY_ID + signed(query_id) if query_id else b"",
+            text_field(_ANNOTATION, annotation),
+        )
+    )
+    return length_prefixed(_PROVENANCE, body)
 
 
 def table_piece(schema: str, name: str) -> bytes:

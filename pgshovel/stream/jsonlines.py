@@ -3,7 +3,8 @@
 Row values use the typed JSON mapping of ``pgshovel.stream.typed_json`` (exact
 integers as numbers, numeric as a string, ISO 8601 temporals, json embedded,
 bytea base64, arrays as arrays), the same as the relay's table topics; the
-``added_defaults`` of a schema change are PostgreSQL's text.
+``added_defaults`` of a schema change are PostgreSQL's text. A mutation of a table
+captured with provenance carries a ``provenance`` object (README "Provenance").
 """
 
 from __future__ import annotations
@@ -30,9 +31,22 @@ def _time(micros: int) -> str:
     return (moment + datetime.timedelta(microseconds=micros)).isoformat()
 
 
-def mutation_record(batch: CommittedBatch, mutation: stream_pb2.Mutation) -> dict[str, object]:
-    """One mutation with its batch and transaction, as a JSON-ready mapping."""
+def provenance_record(provenance: stream_pb2.Provenance) -> dict[str, object]:
+    """Who made a mutation (tables captured with provenance); what was not available is null."""
     return {
+        "current_user": provenance.current_user,
+        "session_user": provenance.session_user,
+        "application_name": provenance.application_name,
+        "client_addr": provenance.client_addr or None,
+        "query_id": provenance.query_id or None,
+        "annotation": provenance.annotation or None,
+    }
+
+
+def mutation_record(batch: CommittedBatch, mutation: stream_pb2.Mutation) -> dict[str, object]:
+    """One mutation with its batch and transaction, as a JSON-ready mapping; ``provenance``
+    only for a mutation that carries it."""
+    record: dict[str, object] = {
         "batch": batch.batch_id,
         "node": str(uuid.UUID(bytes=batch.node)) if len(batch.node) == 16 else batch.node.hex(),
         "offset": batch.position.offset,
@@ -46,6 +60,9 @@ def mutation_record(batch: CommittedBatch, mutation: stream_pb2.Mutation) -> dic
         "new": _row(mutation.new),
         "set_version": mutation.set_version,
     }
+    if mutation.HasField("provenance"):
+        record["provenance"] = provenance_record(mutation.provenance)
+    return record
 
 
 def schema_record(batch: CommittedBatch, change: stream_pb2.SchemaChange) -> dict[str, object]:

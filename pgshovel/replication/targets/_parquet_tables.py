@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.changes import Change, reduce_changes
+from pgshovel.replication.provenance import stamp_of
 from pgshovel.replication.targets import _arrow, _files
 from pgshovel.source import TableShape
 from pgshovel.stream.operations import OPERATION_NAMES
@@ -124,6 +125,20 @@ def evolve(
     return pa.Table.from_arrays(arrays, schema=_arrow.table_schema(after))
 
 
+#: Who made a mutation (``pgshovel.replication.provenance``): null for a mutation of a table
+#: captured without provenance, and each part null when the source did not know it.
+PROVENANCE = pa.struct(
+    [
+        pa.field("current_user", pa.string()),
+        pa.field("session_user", pa.string()),
+        pa.field("application_name", pa.string()),
+        pa.field("client_addr", pa.string()),
+        pa.field("query_id", pa.int64()),
+        pa.field("annotation", pa.string()),
+    ]
+)
+
+
 def _change_log_schema(table: TableShape) -> pa.Schema:
     row = pa.struct(list(_arrow.table_schema(table)))
     return pa.schema(
@@ -139,8 +154,18 @@ def _change_log_schema(table: TableShape) -> pa.Schema:
             pa.field("shape_version", pa.string()),
             pa.field("before", row),
             pa.field("after", row),
+            # Newer than the first change logs: older files lack it (read with mergeSchema).
+            pa.field("provenance", PROVENANCE),
         ]
     )
+
+
+def provenance_array(entries: Sequence[Entry]) -> pa.Array:
+    """The change log's provenance column: all nulls at once when no mutation has one."""
+    stamps = [stamp_of(mutation) for _, mutation in entries]
+    if not any(stamps):
+        return pa.nulls(len(entries), PROVENANCE)
+    return pa.array([None if stamp is None else stamp._asdict() for stamp in stamps], PROVENANCE)
 
 
 def write_change_log(
@@ -164,6 +189,7 @@ def write_change_log(
         pa.array([shape] * len(entries), pa.string()),
         _arrow.to_struct_array(table, [change.old for change in changes]),
         _arrow.to_struct_array(table, [change.new for change in changes]),
+        provenance_array(entries),
     ]
     log = pa.Table.from_arrays(columns, schema=_change_log_schema(table))
     directory = table_directory(root, table.schema, table.name) / "changes"

@@ -9,7 +9,8 @@ Layout under ``path``::
 The change log has one row per mutation: the Kafka offset of its batch's
 Commit, the batch (node, id), the transaction, the operation, the mutation's
 position, the shape it has (``shape_version``, a hash of its columns and types),
-and the row before and after as typed structs. Commit order: a micro-batch's
+the row before and after as typed structs, and who made it (``provenance``, null
+for tables captured without provenance; older files lack the column). Commit order: a micro-batch's
 files are written first under deterministic names, then ``_state.json`` is
 atomically replaced; that replace is the commit. On start, files newer than the
 stored position and unreferenced versions are deleted, so a crash in between

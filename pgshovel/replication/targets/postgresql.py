@@ -28,7 +28,14 @@ from pgshovel.errors import DatabaseError, PgshovelError, ProgrammingError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.incremental import attempt_prefix
 from pgshovel.replication.mutations import to_change
-from pgshovel.replication.targets import _pgapply, _pgchunks, _pgschema, _pgstate, _pgwake
+from pgshovel.replication.targets import (
+    _pgapply,
+    _pgaudit,
+    _pgchunks,
+    _pgschema,
+    _pgstate,
+    _pgwake,
+)
 from pgshovel.settings import NonEmptyText
 from pgshovel.source import (
     Checksum,
@@ -131,10 +138,13 @@ def _pipe_range(
 
 
 class PostgresTarget:
-    """Replicates into the PostgreSQL database at ``dsn`` (tables created when missing)."""
+    """Replicates into the PostgreSQL database at ``dsn`` (tables created when missing);
+    with ``audit`` every applied mutation also gets a row in ``pgshovel_replication.audit``
+    (``_pgaudit``)."""
 
-    def __init__(self, dsn: NonEmptyText) -> None:
+    def __init__(self, dsn: NonEmptyText, audit: bool = False) -> None:
         self.dsn = dsn
+        self.audit = audit
         self._connection: Connection | None = None
         self._cluster = ""
         self._set_name = ""
@@ -144,7 +154,7 @@ class PostgresTarget:
         self._baton: _pgwake.Baton | None = None
 
     def __repr__(self) -> str:
-        return f"PostgresTarget(dsn={mask_dsn(self.dsn)!r})"
+        return f"PostgresTarget(dsn={mask_dsn(self.dsn)!r}, audit={self.audit!r})"
 
     @property
     def connection(self) -> Connection:
@@ -160,6 +170,8 @@ class PostgresTarget:
         with self._transaction("preparing the postgresql target") as cursor:
             _pgstate.lock(cursor, cluster, set_name)
             _pgstate.create(cursor)
+            if self.audit:
+                _pgaudit.create(cursor)
             state = _pgstate.read(cursor, cluster, set_name)
         return state
 
@@ -192,6 +204,8 @@ class PostgresTarget:
                     rows += self._apply_segment(cursor, step)
                 else:
                     self._apply_schema(cursor, step, recopy)
+            if self.audit:
+                _pgaudit.write(cursor, self._cluster, self._set_name, plan)
             if commit:
                 _pgstate.write(cursor, self._cluster, self._set_name, state)
         return rows

@@ -251,3 +251,156 @@ def test_the_choice_of_implementation(database: str, monkeypatch: pytest.MonkeyP
             conn.commit()
     finally:
         conn.close()
+
+
+#: Role, application and annotation text that JSON must escape: quotes, backslashes,
+#: control characters, non-ASCII (application_name keeps printable ASCII only).
+HOSTILE_ROLE = 'Clérk "q"\\x'
+HOSTILE_APPLICATION = 'till "7" \\ back'
+HOSTILE_ANNOTATION = 'req-42 "é"\\\t\n\u2028'
+
+
+def _provenance_texts(dsn: str, cluster: str) -> list[str]:
+    """The provenance object of each row change's event as the trigger wrote it (its exact
+    text; "" for none), in event order."""
+    (prefix,) = rows(
+        dsn,
+        "SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = %s",
+        (names.queue_name(cluster, SET),),
+    )[0]
+    schema, table = str(prefix).split(".")
+    found = rows(
+        dsn,
+        sql.SQL(
+            "SELECT ev_data FROM {} WHERE ev_type IN ('I', 'U', 'D', 'T') ORDER BY ev_id"
+        ).format(sql.Identifier(schema, table)),
+    )
+    texts = []
+    for (data,) in found:
+        # No ',{"' inside a JSON string (its quote is escaped): the last one starts the
+        # last element.
+        text = str(data)
+        texts.append(text[text.rfind(',{"') + 1 : -1] if len(json.loads(text)) == 3 else "")
+    return texts
+
+
+def test_c_and_plpgsql_stamp_the_same_provenance(
+    database: str,
+    cluster_name: str,
+    second_cluster: str,
+    zookeeper: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    execute(database, "CREATE TABLE stamped (k int PRIMARY KEY, v text)")
+    execute(database, "CREATE TABLE plain (k int PRIMARY KEY, v text)")
+    execute(database, "CREATE TABLE base (k int PRIMARY KEY, v text)")
+    execute(database, "CREATE TABLE derived (w int, PRIMARY KEY (k)) INHERITS (base)")
+    tables: list[dict[str, Any]] = [
+        {"name": "stamped", "provenance": True},
+        {"name": "plain"},
+        {"name": "base", "provenance": True},
+        {"name": "derived", "provenance": True},
+    ]
+    monkeypatch.setenv(capture_library.ENVIRONMENT, "c")
+    install(zookeeper, cluster_name, database, tables)
+    monkeypatch.setenv(capture_library.ENVIRONMENT, "plpgsql")
+    install(zookeeper, second_cluster, database, tables)
+    assert _function_language(database, cluster_name) == "c"
+    assert _function_language(database, second_cluster) == "plpgsql"
+    role = HOSTILE_ROLE + unique_name("", separator="", limit=20)
+    admin = psycopg2.connect(database)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+            cursor.execute(
+                sql.SQL("GRANT ALL ON stamped, plain, base, derived TO {}").format(
+                    sql.Identifier(role)
+                )
+            )
+        conn = psycopg2.connect(database, application_name=HOSTILE_APPLICATION)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT session_user")
+                (login,) = cursor.fetchone()  # type: ignore[misc]
+                cursor.execute("SET compute_query_id = on")
+                cursor.execute("INSERT INTO stamped VALUES (1, 'a'), (2, 'b')")
+                cursor.execute("INSERT INTO plain VALUES (1, 'a')")
+                cursor.execute("BEGIN")
+                cursor.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+                cursor.execute(
+                    "SELECT set_config('pgshovel.annotation', %s, true)", (HOSTILE_ANNOTATION,)
+                )
+                cursor.execute("UPDATE stamped SET v = v || '!'")
+                cursor.execute("INSERT INTO base VALUES (3, 'p')")
+                cursor.execute("INSERT INTO derived VALUES (4, 'c', 40)")
+                cursor.execute("UPDATE base SET v = v || '?'")
+                cursor.execute("COMMIT")
+        finally:
+            conn.close()
+        # A session without query ids (a fresh one: plans made while compute_query_id was
+        # on keep their query id, which PostgreSQL reports for a statement without one).
+        conn = psycopg2.connect(database, application_name=HOSTILE_APPLICATION)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SET compute_query_id = off")
+                cursor.execute("DELETE FROM stamped WHERE k = 1")
+                cursor.execute("DELETE FROM base")
+                cursor.execute("TRUNCATE stamped")
+        finally:
+            conn.close()
+        c_events = _raw_events(database, cluster_name)
+        plpgsql_events = _raw_events(database, second_cluster)
+        assert c_events == plpgsql_events
+        c_texts = _provenance_texts(database, cluster_name)
+        assert c_texts == _provenance_texts(database, second_cluster)
+        seen = []
+        for event, text in zip(c_events, c_texts, strict=True):
+            kind, table = event[2], event[5]
+            if table == "plain":
+                assert text == "" and len(cast("list[Any]", event[3])) == 2
+                continue
+            stamp = json.loads(text)
+            assert cast("list[Any]", event[3])[2] == stamp
+            in_transaction = kind == "U" or (kind == "I" and table in ("base", "derived"))
+            # What says nothing is left out: "u" when it is "s", "n" when unset, "q"
+            # when compute_query_id is off (the second session).
+            if in_transaction:
+                assert stamp["u"] == role and stamp["n"] == HOSTILE_ANNOTATION
+            else:
+                assert "u" not in stamp and "n" not in stamp
+            assert stamp["s"] == login
+            assert stamp["a"] == HOSTILE_APPLICATION
+            assert stamp["c"] == "127.0.0.1"
+            if kind in ("I", "U"):
+                assert isinstance(stamp["q"], int) and stamp["q"] != 0
+            else:
+                assert "q" not in stamp
+            seen.append((kind, table))
+        assert seen == [
+            ("I", "stamped"),
+            ("I", "stamped"),
+            ("U", "stamped"),
+            ("U", "stamped"),
+            ("I", "base"),
+            ("I", "derived"),
+            ("U", "base"),
+            ("U", "derived"),
+            ("D", "stamped"),
+            ("D", "base"),
+            ("D", "derived"),
+            ("T", "stamped"),
+        ]
+        # A statement's events share one query id; different statements differ.
+        queries = [json.loads(text).get("q") for text in c_texts if text]
+        assert queries[0] == queries[1] and queries[2] == queries[3] and queries[0] != queries[2]
+        decoded = captured(database, cluster_name)
+        assert decoded == captured(database, second_cluster)
+        assert [m.HasField("provenance") for m in decoded] == [bool(t) for t in c_texts]
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            cursor.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        admin.close()

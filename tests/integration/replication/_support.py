@@ -105,6 +105,16 @@ def dump(dsn: str, schema: str, table: str) -> list[str]:
     return rows
 
 
+def relation_exists(dsn: str, qualified: str) -> bool:
+    """Whether the table (or other relation) ``qualified`` exists in the database at ``dsn``."""
+    connection = connect(dsn, "pgshovel-tests")
+    with connection, connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", (qualified,))
+        row = cursor.fetchone()
+    connection.close()
+    return bool(row and row[0])
+
+
 def ensure_topic(kafka_config: Mapping[str, str], topic: str) -> None:
     """Have the broker create ``topic`` (auto-creation on a metadata request) and elect a leader."""
     producer = Producer(dict(kafka_config))

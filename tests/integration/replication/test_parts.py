@@ -25,7 +25,15 @@ from pgshovel.replication.worker import Worker
 from pgshovel.stream.publisher import Publisher
 
 from ._recording import RecordingSource
-from ._support import dump, ensure_topic, execute, publish, set_configuration, worker_configuration
+from ._support import (
+    dump,
+    ensure_topic,
+    execute,
+    publish,
+    relation_exists,
+    set_configuration,
+    worker_configuration,
+)
 from ._workload import ITEMS, ITEMS_DDL, random_items_stream
 from .test_parquet import source_rows, spark_rows
 from .test_stream import stored_offset as postgres_offset
@@ -138,6 +146,7 @@ def test_batches_in_parts_converge_and_abandoned_parts_leave_nothing(
     assert running.metrics.mutations >= mutations
     if kind == "postgresql":
         assert dump(target_dsn, *ITEMS) == dump(source, *ITEMS)
+        assert not relation_exists(target_dsn, "pgshovel_replication.audit"), "audit is off"
     else:
         assert spark_rows(spark, str(parquet), *ITEMS) == source_rows(source, *ITEMS)
         # Nothing of the parts is left but the committed version and committed change logs.

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg2
 import pytest
@@ -41,6 +42,13 @@ def target(database: str) -> Iterator[PostgresTarget]:
     opened.close()
 
 
+def one(cursor: Any) -> Any:
+    """The one value of a query's one row."""
+    row = cursor.fetchone()
+    assert row is not None, "the query returned no row"
+    return row[0]
+
+
 class Waiter(threading.Thread):
     """``wait_applied(1000, timeout)`` in its own session; notes its result and when it came."""
 
@@ -50,7 +58,7 @@ class Waiter(threading.Thread):
         self.connection.autocommit = True
         with self.connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
-            self.pid = cursor.fetchone()[0]
+            self.pid = one(cursor)
         self.timeout = timeout
         self.result: bool | None = None
         self.returned = 0.0
@@ -58,7 +66,7 @@ class Waiter(threading.Thread):
     def run(self) -> None:
         with self.connection.cursor() as cursor:
             cursor.execute("SELECT pgshovel_replication.wait_applied(1000, %s)", (self.timeout,))
-            self.result = cursor.fetchone()[0]
+            self.result = one(cursor)
         self.returned = time.monotonic()
         self.connection.close()
 
@@ -135,7 +143,7 @@ def test_a_timeout_still_returns_false_while_the_worker_holds_the_lock(
         cursor.execute("SET lock_timeout = '7s'")
         cursor.execute("SELECT pgshovel_replication.wait_applied(1000, '50 milliseconds')")
         cursor.execute("SHOW lock_timeout")
-        assert cursor.fetchone()[0] == "7s"
+        assert one(cursor) == "7s"
     connection.close()
 
 

@@ -125,3 +125,15 @@ def test_statement_trigger_names_stay_within_postgresql_identifiers() -> None:
     longest = trigger_names("c" * CLUSTER_NAME_MAX, "s" * SET_NAME_MAX)
     assert max(len(name.encode()) for name in longest) <= 63
     assert len(set(longest)) == len(longest)
+
+
+def test_only_a_table_with_provenance_gets_the_fifth_argument() -> None:
+    plain = TableCapture("s", "t", ("id",), ())
+    stamped = TableCapture("s", "t", ("id",), (), provenance=True)
+    assert len(trigger_arguments("c", "s", "0123", plain)) == 4
+    assert trigger_arguments("c", "s", "0123", stamped) == [
+        *trigger_arguments("c", "s", "0123", plain),
+        "1",
+    ]
+    table = configuration_pb2.TableConfiguration(schema="public", name="orders", provenance=True)
+    assert resolve_table(table, INFO, allow_unkeyed=False, database="x").provenance

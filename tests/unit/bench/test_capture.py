@@ -9,7 +9,12 @@ QUICK = settings("quick")
 
 
 def tps_runs(modes: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
-    speed = {"none": 1000.0, "pgshovel": 800.0, "pgshovel-no-ddl": 810.0}
+    speed = {
+        "none": 1000.0,
+        "pgshovel": 800.0,
+        "pgshovel-no-ddl": 810.0,
+        "pgshovel-provenance": 780.0,
+    }
     return {
         script: {mode: [speed.get(mode, 900.0)] * 3 for mode in modes} for script in capture.SCRIPTS
     }
@@ -31,6 +36,8 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
         for key in (
             "pgshovel",
             "pgshovel_row",
+            "pgshovel_provenance",
+            "provenance",
             "pgshovel_plpgsql",
             "jsontriga",
             "floor",
@@ -47,6 +54,8 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
         for mode in (
             "pgshovel",
             "pgshovel_row",
+            "pgshovel_provenance",
+            "provenance",
             "pgshovel_plpgsql",
             "jsontriga",
             "floor",
@@ -69,6 +78,25 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
     bulk = figures["capture.bulk.pgshovel"]
     assert bulk.unit == "rows/s" and bulk.ratio == 0.6 and bulk.met is True
 
+    # Provenance against pgshovel without it, in the same run: 780 / 800.
+    provenance = figures["capture.update.provenance"]
+    assert provenance.ratio == 0.975 and provenance.met is True
+    assert provenance.baseline_title == "pgshovel without provenance"
+    assert figures["capture.bulk.provenance"].ratio == 1.0
+
+
+def test_quick_mode_runs_provenance_for_one_script_and_says_so() -> None:
+    runs = full_runs()
+    del runs.tps["fast"]["update"]["pgshovel-provenance"]
+    del runs.bulk["pgshovel-provenance"]
+    figures = {figure.key: figure for figure in capture.figures(runs, QUICK)}
+    assert figures["capture.tpcb.provenance"].values
+    for key in ("capture.update.provenance", "capture.bulk.provenance"):
+        assert figures[key].note.startswith("not measured: quick mode runs pgshovel-provenance")
+    assert capture._runs_in(QUICK, "pgshovel-provenance", "tpcb")
+    assert not capture._runs_in(QUICK, "pgshovel-provenance", "bulk")
+    assert capture._runs_in(settings("full"), "pgshovel-provenance", "bulk")
+
 
 def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
     runs = full_runs()
@@ -88,5 +116,5 @@ def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
 
 def test_an_empty_run_still_lists_every_figure() -> None:
     figures = capture.figures(capture.CaptureRuns(), QUICK)
-    assert len(figures) == 32
+    assert len(figures) == 38
     assert all(not figure.values for figure in figures)

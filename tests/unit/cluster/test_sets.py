@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pgshovel.cluster.sets import load_set_configuration, parse_set_document, to_document
+from pgshovel.cluster.sets import (
+    load_set_configuration,
+    parse_set_document,
+    set_version,
+    to_document,
+)
 from pgshovel.errors import ConfigurationError
+from pgshovel.protocol import configuration_pb2
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "example" / "set.yml"
 
@@ -113,3 +119,33 @@ def test_to_document_masks_the_password() -> None:
     assert "hunter2" not in str(document)
     assert document["tables"] == [{"name": "t", "schema": "public"}]
     assert to_document(configuration, mask=False)["database"]["dsn"] == "host=h password=hunter2"
+
+
+def test_provenance_is_the_sets_default_unless_a_table_says_otherwise(tmp_path: Path) -> None:
+    text = (
+        'database:\n  dsn: "dbname=app"\n{}tables:\n  - name: a\n'
+        "  - {{name: b, provenance: false}}\n  - {{name: c, provenance: true}}\n"
+    )
+    off = load_set_configuration(_write(tmp_path, text.format(""), "off.yml"))
+    on = load_set_configuration(_write(tmp_path, text.format("provenance: true\n"), "on.yml"))
+    assert [t.provenance for t in off.tables] == [False, False, True]
+    assert [t.provenance for t in on.tables] == [True, False, True]
+    assert [t.get("provenance", False) for t in to_document(on)["tables"]] == [True, False, True]
+    # The document of a configuration reads back as the same configuration.
+    assert parse_set_document(to_document(on, mask=False), "again") == on
+    with pytest.raises(ConfigurationError, match="provenance"):
+        parse_set_document(
+            {"database": {"dsn": "x"}, "provenance": "sometimes", "tables": [{"name": "a"}]}, "f"
+        )
+
+
+def test_turning_provenance_on_changes_the_set_version() -> None:
+    document = {"database": {"dsn": "dbname=app"}, "tables": [{"name": "a"}]}
+    off = parse_set_document(document, "off")
+    on = parse_set_document({**document, "provenance": True}, "on")
+    # A set without provenance keeps the version it had before provenance existed.
+    before = configuration_pb2.ReplicationSetConfiguration()
+    before.database.dsn = "dbname=app"
+    before.tables.add(name="a", schema="public")
+    assert set_version(off) == set_version(before)
+    assert set_version(off) != set_version(on)

@@ -179,3 +179,67 @@ def test_a_reloaded_table_gets_a_new_encoding_plan() -> None:
         ("id", "int64"),
         ("n", "int64"),
     ]
+
+
+_PROVENANCE_TEXTS = st.sampled_from(["", "app", 'ro"le\\x', "zoë ü", "x" * 200])
+
+
+@st.composite
+def provenances(draw: st.DrawFn) -> dict[str, Any]:
+    """A provenance object as the capture trigger writes it (sql/capture.sql)."""
+    found = {
+        "u": draw(_PROVENANCE_TEXTS),
+        "s": draw(_PROVENANCE_TEXTS),
+        "a": draw(_PROVENANCE_TEXTS),
+        "c": draw(st.sampled_from([None, "127.0.0.1", "::1"])),
+        "q": draw(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))),
+        "n": draw(st.one_of(st.none(), _PROVENANCE_TEXTS)),
+    }
+    # The trigger leaves out what says nothing ("u" when it is "s").
+    left_out = draw(st.sets(st.sampled_from(["u", "a", "c", "q", "n"])))
+    return {key: value for key, value in found.items() if key not in left_out}
+
+
+@given(st.sampled_from("IUDT"), rows(), rows(), provenances())
+def test_provenance_encodes_to_the_bytes_of_the_built_mutation(
+    kind: str,
+    old: dict[str, str | None] | None,
+    new: dict[str, str | None] | None,
+    provenance: dict[str, Any],
+) -> None:
+    decoder, _ = _decoder({("Sales", "Or ders"): MIXED})
+    event = _queue_event(kind, old, new)._replace(data=json.dumps([old, new, provenance]))
+    encoded = _encoded(decoder, event)
+    built = build_mutation(event, [old, new, provenance], MIXED, ["id"])
+    assert encoded == built.SerializeToString()
+    mutation = stream_pb2.Mutation.FromString(encoded)
+    assert mutation.HasField("provenance")
+    got = mutation.provenance
+    assert (got.current_user, got.session_user, got.application_name) == (
+        provenance.get("u", provenance["s"]),
+        provenance["s"],
+        provenance.get("a") or "",
+    )
+    assert got.client_addr == (provenance.get("c") or "")
+    assert got.query_id == (provenance.get("q") or 0)
+    assert got.annotation == (provenance.get("n") or "")
+    # The same event without provenance: no provenance field, the rest the same bytes.
+    plain = _encoded(decoder, event._replace(data=json.dumps([old, new])))
+    assert not stream_pb2.Mutation.FromString(plain).HasField("provenance")
+    assert encoded.startswith(plain)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '[null, {"id": "1"}, []]',
+        '[null, {"id": "1"}, {"u": 5}]',
+        '[null, {"id": "1"}, {"q": "12"}]',
+        '[null, {"id": "1"}, {"q": 9223372036854775808}]',
+        '[null, {"id": "1"}, {}, {}]',
+    ],
+)
+def test_malformed_provenance_is_a_codec_error_naming_the_event(data: str) -> None:
+    decoder, _ = _decoder({("Sales", "Or ders"): MIXED})
+    with pytest.raises(CodecError, match="event 7"):
+        decoder.encode_mutation(tuple(_queue_event("I", None, None)._replace(data=data)))

@@ -1,0 +1,79 @@
+"""Turning provenance on and off is a set update: new version, triggers installed again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg2
+import pytest
+import yaml
+
+from pgshovel.admin import catalog
+from pgshovel.sandbox import SandboxConnection
+from tests.integration.admin._admin import admin, execute, ok
+
+pytestmark = pytest.mark.integration
+
+
+def _arguments(dsn: str) -> dict[str, tuple[str, ...]]:
+    conn = psycopg2.connect(dsn)
+    try:
+        return {
+            name: trigger.arguments
+            for name, trigger in catalog.installed_triggers(conn, "public", "orders").items()
+        }
+    finally:
+        conn.close()
+
+
+def _last_event(dsn: str) -> list[object]:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT ev_data FROM pgq.event_template WHERE ev_type = 'I' "
+                "ORDER BY ev_id DESC LIMIT 1"
+            )
+            row = cursor.fetchone()
+    finally:
+        conn.close()
+    assert row is not None
+    return list(json.loads(row[0]))
+
+
+def test_set_update_turns_provenance_on_and_off(
+    sandbox: SandboxConnection, database: str, cluster_name: str, tmp_path: Path
+) -> None:
+    execute(database, "CREATE TABLE orders (id int PRIMARY KEY, v text)")
+    document: dict[str, object] = {"database": {"dsn": database}, "tables": [{"name": "orders"}]}
+    path = tmp_path / "set.yml"
+    path.write_text(yaml.safe_dump(document))
+    ok(admin(sandbox, cluster_name, "cluster", "initialize"))
+    ok(admin(sandbox, cluster_name, "set", "create", "app", path))
+    before = _arguments(database)
+    assert before and all(len(arguments) == 4 for arguments in before.values())
+
+    path.write_text(yaml.safe_dump({**document, "provenance": True}))
+    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", path, "--dry-run"))
+    assert "'1'" in plan  # the fifth trigger argument
+    ok(admin(sandbox, cluster_name, "set", "update", "app", path))
+    after = _arguments(database)
+    assert after.keys() == before.keys()
+    assert all(len(arguments) == 5 and arguments[4] == "1" for arguments in after.values())
+    assert {arguments[1] for arguments in after.values()} != {a[1] for a in before.values()}
+    assert "provenance: true" in ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
+    execute(database, "INSERT INTO orders VALUES (1, 'a')")
+    event = _last_event(database)
+    assert len(event) == 3 and isinstance(event[2], dict) and "s" in event[2]
+
+    # A table may say otherwise than its set.
+    path.write_text(
+        yaml.safe_dump(
+            {**document, "provenance": True, "tables": [{"name": "orders", "provenance": False}]}
+        )
+    )
+    ok(admin(sandbox, cluster_name, "set", "update", "app", path))
+    assert all(len(arguments) == 4 for arguments in _arguments(database).values())
+    execute(database, "INSERT INTO orders VALUES (2, 'b')")
+    assert len(_last_event(database)) == 2
