@@ -19,7 +19,17 @@ Order of effects for one chunk (the contract: at least once, per-key order):
    snapshots topic and flushed (``acknowledged``).
 
 A relay killed anywhere goes on from the last recorded bound: at most the open
-chunk is read and published again. Any writer failure forgets every flight and
+chunk is read and published again.
+
+A topic that already holds messages when its snapshot starts (it ran with
+``snapshot: false``, or its record was lost) may hold keys the table no longer
+has. Their keys are read back first (``read_state``: the keys only are kept);
+every key a chunk publishes or a change of the table touches is struck off, and
+when the last chunk is published the keys left get tombstones. That is exact:
+a key left was in no chunk (so not in the table when its range was read) and
+no change since the start brought it back. Such a *sweeping* snapshot records
+no progress until it is done (the keys are in memory only), so a relay killed
+in the middle starts it over. Any writer failure forgets every flight and
 the progress it had in memory; both are read back from Kafka before the next
 batch. A chunk whose table was truncated or changed shape in its window, or
 whose read failed transiently, is read again.
@@ -83,6 +93,8 @@ class _Task:
     future: Future[ChunkRead] | None = None
     started: float = field(default_factory=time.monotonic)
     failures: int = 0
+    #: sweeping: the keys the topic held at the start that nothing confirmed yet
+    stale: set[bytes] | None = None
 
 
 class ChunkedSnapshots:
@@ -115,6 +127,8 @@ class ChunkedSnapshots:
         self._sequence = 0
         #: table topics this process started a snapshot of
         self._begun: set[str] = set()
+        #: table topics whose snapshot must sweep stale keys (until one records "done")
+        self._sweeping: set[str] = set()
         #: progress records of chunks produced but not acknowledged yet
         self._unacked: list[Record] = []
         #: tables met in a mutation, and the older relays' snapshots their changes are checked by
@@ -192,14 +206,21 @@ class ChunkedSnapshots:
     def changed(self, schema: str, table: str, records: Sequence[Record]) -> None:
         """The table-topic records of one mutation (their keys are the keys it touched)."""
         identity = (schema, table)
-        if self._tracker.watches(identity):
-            topic = self.translator.topic(schema, table)
-            self._tracker.changed(
-                identity, {r.key for r in records if r.topic == topic and r.key is not None}
-            )
+        topic = self.translator.topic(schema, table)
+        task = self._tasks.get(topic)
+        watched = self._tracker.watches(identity)
+        if watched or (task is not None and task.stale):
+            keys = {r.key for r in records if r.topic == topic and r.key is not None}
+            if watched:
+                self._tracker.changed(identity, keys)
+            if task is not None and task.stale:
+                task.stale -= keys
 
     def truncated(self, schema: str, table: str) -> None:
         self._tracker.whole((schema, table))
+        task = self._tasks.get(self.translator.topic(schema, table))
+        if task is not None and task.stale:
+            task.stale.clear()  # the TRUNCATE tombstoned every key the topic held
 
     def schema_change(self, change: stream_pb2.SchemaChange) -> None:
         """A table's shape changed, it was added to the set or renamed (a new topic name)."""
@@ -261,21 +282,25 @@ class ChunkedSnapshots:
             return
         if progress is not None and (progress.schema, progress.table) != (schema, table):
             progress = None  # another table had this topic name: start over
+        stale: set[bytes] | None = None
         if progress is None:
             progress = Progress(schema, table)
             # (A snapshot this process started, then forgot after a writer failure, has
-            # published into the topic itself.)
-            if topic not in self._begun and self.output.holds_messages(topic):
-                # Bounded memory: the topic is not read back to find keys the table lost.
-                logger.warning(
-                    "table topic %r already holds messages but no snapshot of %s.%s: the "
-                    "snapshot publishes every row, but keys the topic holds that the table no "
-                    "longer has stay; delete the topic first for an exact copy",
+            # published into the topic itself: only a sweep it began must begin again.)
+            if topic in self._sweeping or (
+                topic not in self._begun and self.output.holds_messages(topic)
+            ):
+                stale = set(self.output.read_state(topic))
+                self._sweeping.add(topic)
+                logger.info(
+                    "table topic %r already holds %d key(s) but no snapshot of %s.%s: the "
+                    "snapshot tombstones those it does not find in the table",
                     topic,
+                    len(stale),
                     schema,
                     table,
                 )
-        self._tasks[topic] = _Task(topic, schema, table, progress)
+        self._tasks[topic] = _Task(topic, schema, table, progress, stale=stale)
         self._begun.add(topic)
         logger.info(
             "table topic %r: snapshot of %s.%s %s",
@@ -403,11 +428,22 @@ class ChunkedSnapshots:
             flight.attempt,
             last=read.upper is None,
         )
-        size = self.output.produce(list(records))
+        produced = list(records)
         progress = task.progress.advanced(read.upper, len(rows))
-        self._unacked.append(
-            Record(self.state_topic, task.topic.encode("utf-8"), progress.to_json())
-        )
+        if task.stale is not None:
+            task.stale -= {record.key for record in produced if record.key is not None}
+            if progress.done:
+                produced += [Record(task.topic, key, None) for key in sorted(task.stale)]
+                logger.info(
+                    "table topic %r: %d key(s) the table no longer has get tombstones",
+                    task.topic,
+                    len(task.stale),
+                )
+        size = self.output.produce(produced)
+        if task.stale is None or progress.done:
+            self._unacked.append(
+                Record(self.state_topic, task.topic.encode("utf-8"), progress.to_json())
+            )
         task.progress = progress
         self._load()[task.topic] = progress
         seconds = time.monotonic() - task.started

@@ -503,3 +503,21 @@ def test_snapshot_false_publishes_only_changes(
     state = fold(read_all(kafka_config, f"{topic_of(cluster_name)}.items"))
     assert sorted(json.loads(key)["id"] for key in state) == [-5, 9001]
     assert state[b'{"id":9001}']["value"] == -1
+
+    # The topic now holds a key the table loses without an event (triggers off); a relay
+    # with snapshot: true then publishes every row and tombstones that key.
+    connection = psycopg2.connect(database)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute("DELETE FROM items WHERE id = -5")
+    connection.close()
+    config, _ = _table_topic_relay(tmp_path, sandbox, snapshot=True, snapshot_chunk_rows=7)
+    relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay-snapshot.log")
+    try:
+        wait_for(lambda: "holds public.items" in relay.output(), 120, "the snapshot", relay.output)
+    finally:
+        assert relay.stop() == 0, relay.output()
+    assert "1 key(s) the table no longer has get tombstones" in relay.output()
+    state = fold(read_all(kafka_config, f"{topic_of(cluster_name)}.items"))
+    assert b'{"id":-5}' not in state
+    assert compare_with_source(database, "public", "items", list(state.values())) == ([], [])

@@ -47,6 +47,8 @@ class Output:
         self.records: list[Record] = []
         self.state = state or {}
         self.topics: set[str] = set()
+        #: what the table topic holds (key -> last value)
+        self.held: dict[bytes, bytes] = {}
 
     def produce(self, records: Sequence[Record]) -> int:
         self.records.extend(records)
@@ -56,6 +58,8 @@ class Output:
         self.records.append(FLUSH)
 
     def read_state(self, topic: str) -> dict[bytes, bytes]:
+        if topic == TOPIC:
+            return dict(self.held)
         assert topic == STATE
         return dict(self.state)
 
@@ -270,20 +274,78 @@ def test_without_a_source_a_snapshot_is_a_configuration_error() -> None:
         found.begin()
 
 
-def test_a_topic_holding_messages_without_a_snapshot_is_warned_about(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    table, output = Table([1]), Output()
+def tombstones(output: Output) -> list[int]:
+    return [
+        json.loads(r.key or b"")["id"]
+        for r in output.records
+        if r.topic == TOPIC and r.value is None
+    ]
+
+
+def test_a_topic_holding_messages_gets_tombstones_for_keys_the_table_lost() -> None:
+    # The topic holds keys 1..6, the table 1, 3, 5. While the snapshot runs, the stream
+    # changes 4 (deleted: the stream's own tombstone) and 6 (inserted again: the stream's
+    # row). Only 2 is stale: nothing confirms it.
+    table, output = Table([1, 3, 5]), Output()
     output.topics.add(TOPIC)
+    output.held = {key(i): b"{}" for i in range(1, 7)}
     s = snapshots(table, output)
     try:
         s.begin()
-        attempt = table.attempt(0)
-        frame(s, f"{attempt}:low", f"{attempt}:high")
-        assert reads(output) == [1]
+        first = table.attempt(0)
+        frame(s, f"{first}:low", changed=[4])
+        frame(s, f"{first}:high")
+        assert reads(output) == [1, 3]
+        assert progress(output) == []  # a sweeping snapshot records only its end
+        second = table.attempt(1)
+        assert table.calls[1][1] == ("5",)
+        frame(s, f"{second}:low", changed=[6])
+        frame(s, f"{second}:high")
+        assert reads(output) == [1, 3, 5, 2]
+        assert tombstones(output) == [2]
+        assert [p["status"] for p in progress(output)] == ["done"]
     finally:
         s.close()
-    assert "table topic 'shop.items' already holds messages" in caplog.text
+
+
+def test_a_sweeping_snapshot_interrupted_starts_over_and_sweeps_again() -> None:
+    table, output = Table([1, 3, 5]), Output()
+    output.topics.add(TOPIC)
+    output.held = {key(2): b"{}"}
+    s = snapshots(table, output)
+    try:
+        s.begin()
+        first = table.attempt(0)
+        frame(s, f"{first}:low", f"{first}:high")
+        assert reads(output) == [1, 3]
+        s.abandon()  # a writer failure: progress is read back from Kafka (none recorded)
+        s.begin()
+        again = table.attempt(2)
+        assert table.calls[2][1] is None  # from the first key
+        frame(s, f"{again}:low", f"{again}:high")
+        last = table.attempt(3)
+        frame(s, f"{last}:low", f"{last}:high")
+        assert tombstones(output) == [2]
+        assert [p["status"] for p in progress(output)] == ["done"]
+    finally:
+        s.close()
+
+
+def test_a_topic_this_relay_published_into_is_not_swept() -> None:
+    table, output = Table([1]), Output()
+    s = snapshots(table, output)
+    try:
+        s.begin()
+        first = table.attempt(0)
+        output.topics.add(TOPIC)  # the stream published into it since
+        output.held = {key(9): b"{}"}
+        s.abandon()
+        s.begin()
+        again = table.attempt(1)
+        frame(s, f"{again}:low", f"{again}:high")
+        assert first != again and tombstones(output) == []
+    finally:
+        s.close()
 
 
 def test_connecting_again_reads_the_open_chunk_again() -> None:
