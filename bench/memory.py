@@ -66,6 +66,15 @@ def one_transaction(
         f"the relay to publish a {rows}-row transaction",
         relay,
     )
+    # The topic holds the whole transaction (a Begin, a message per row, a Commit): the
+    # queue can look drained a moment before the relay took the batch at all.
+    _stack.wait_for(
+        lambda: _stack.end_offset(kafka, _stack.topic_of(SET)) >= start + rows + 2,
+        max(120.0, rows / 1000),
+        f"the {rows}-row transaction on the topic",
+        relay,
+    )
+    _stack.wait_for(lambda: _stack.queue_drained(source, SET), 60, "the batch to finish", relay)
     relay_peak = _proc.usage([relay.pid]).peak_rss / MIB
     end = _stack.end_offset(kafka, _stack.topic_of(SET))
     stream = apply.Stream(source, snapshot, start, end, rows)
