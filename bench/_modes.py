@@ -64,8 +64,8 @@ MODES: dict[str, Settings] = {
         latency_seconds=3,
         snapshot_rows=50_000,
         apply_mutations=10_000,
-        memory_rows=100_000,
-        table_snapshot_rows=60_000,
+        memory_rows=30_000,
+        table_snapshot_rows=30_000,
     ),
 }
 
