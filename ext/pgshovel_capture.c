@@ -13,7 +13,8 @@
  *   row is null or an object mapping column name to the column's text (its
  *   type's output function) or null; ev_extra1/2 the table's schema and name.
  *   With provenance the array is [old, new, provenance] (see append_provenance
- *   and sql/capture.sql's header), taken once per call.
+ *   and sql/capture.sql's header), taken once per call; a statement trigger's
+ *   events after its first hold [old, new, 1] (the previous event's).
  * An UPDATE that leaves the captured columns as they were writes nothing.
  *
  * Two kinds of triggers call it, with the same events as a result:
@@ -1180,8 +1181,10 @@ append_provenance(StringInfo out)
 }
 
 /*
- * A statement trigger's call: an event per row of its transition tables, each
- * ending with stamp (the provenance, or empty).
+ * A statement trigger's call: an event per row of its transition tables, the
+ * first ending with stamp (the provenance, or empty) and, with provenance, the
+ * others with 1: "the provenance of this transaction's previous event" (a bulk
+ * statement then writes its provenance once, not once per row).
  */
 static void
 capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *entry,
@@ -1198,6 +1201,8 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 	StringInfoData data;
 	char	   *type;
 	bool		done = false;
+	const char *stamp_data = stamp->data;
+	int			stamp_len = stamp->len;
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
@@ -1299,9 +1304,15 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 			}
 			else
 				appendBinaryStringInfo(&data, "null", 4);
-			appendBinaryStringInfo(&data, stamp->data, stamp->len);
+			appendBinaryStringInfo(&data, stamp_data, stamp_len);
 			appendStringInfoChar(&data, ']');
 			batch_add(batch, type, &data);
+			/* the call's later events refer to this one's provenance */
+			if (stamp_len > 0)
+			{
+				stamp_data = ",1";
+				stamp_len = 2;
+			}
 		}
 		MemoryContextSwitchTo(previous);
 		if (level >= 0)

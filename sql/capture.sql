@@ -25,7 +25,10 @@
 --              small): "u" when it equals "s", "a" when empty, "c" over a Unix
 --              socket, "q" when 0 (compute_query_id off), "n" when unset or
 --              empty. Taken once per call: once per statement for statement
---              triggers. "u" is the role the session runs as outside SECURITY
+--              triggers, whose events after the first hold [old, new, 1]
+--              instead: 1 means "the provenance of the previous event of this
+--              transaction" (the call's events are written one after another,
+--              so its first event is that previous event or precedes it). "u" is the role the session runs as outside SECURITY
 --              DEFINER functions (the role of SET ROLE, else session_user; the
 --              C trigger's GetOuterUserId()): this function runs as its owner.
 --              "c" is host(inet_client_addr()); "q" the query id of the
@@ -123,6 +126,9 @@ BEGIN
             LOOP
                 PERFORM pgq.insert_event(TG_ARGV[0], 'I', '[null,' || new_row || stamp || ']',
                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+                IF stamp <> '' THEN
+                    stamp := ',1';
+                END IF;
             END LOOP;
         ELSIF TG_OP = 'UPDATE' THEN
             FOR old_row, new_row IN
@@ -142,6 +148,9 @@ BEGIN
                 CONTINUE WHEN old_row = new_row;
                 PERFORM pgq.insert_event(TG_ARGV[0], 'U', '[' || old_row || ',' || new_row || stamp || ']',
                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+                IF stamp <> '' THEN
+                    stamp := ',1';
+                END IF;
             END LOOP;
         ELSE
             FOR old_row IN
@@ -151,6 +160,9 @@ BEGIN
             LOOP
                 PERFORM pgq.insert_event(TG_ARGV[0], 'D', '[' || old_row || ',null' || stamp || ']',
                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[1], TG_ARGV[2]);
+                IF stamp <> '' THEN
+                    stamp := ',1';
+                END IF;
             END LOOP;
         END IF;
         RETURN NULL;

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -63,6 +64,12 @@ _UNKNOWN_ENCODER = encoder_for(UNKNOWN_TYPE)
 _NO_ROWS = (None, None, None)
 #: distinct provenance objects whose encoded field a decoder keeps
 _PROVENANCE_CACHE = 4096
+#: A statement trigger's events after its first carry this instead of the provenance
+#: object: "the provenance of this transaction's previous event" (sql/capture.sql).
+PREVIOUS_PROVENANCE = 1
+#: transactions whose last provenance a decoder keeps for PREVIOUS_PROVENANCE (the least
+#: recently seen go first: far more than the transactions a batch interleaves at once)
+_LAST_PROVENANCE_CACHE = 65536
 
 
 class QueueEvent(NamedTuple):
@@ -119,7 +126,8 @@ def fill_row(row: stream_pb2.Row, values: Mapping[str, str | None], columns: lis
 
 def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
     """``(old, new, provenance)`` of an event's data: each row None or a column-to-text
-    mapping, provenance None or the trigger's object (see ``provenance_fields``)."""
+    mapping, provenance None, the trigger's object (see ``provenance_fields``) or
+    ``PREVIOUS_PROVENANCE``."""
     if not data:
         return _NO_ROWS
     try:
@@ -136,10 +144,12 @@ def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
         provenance = None
     else:
         old, new, provenance = rows
-        if type(provenance) is not dict:
+        if type(provenance) is not dict and not (
+            type(provenance) is int and provenance == PREVIOUS_PROVENANCE
+        ):
             raise CodecError(
-                f"event {event_id}: expected [old, new, provenance] with provenance an object, "
-                f"got {data!r}"
+                f"event {event_id}: expected [old, new, provenance] with provenance an object "
+                f"or {PREVIOUS_PROVENANCE}, got {data!r}"
             )
     if not (old is None or type(old) is dict) or not (new is None or type(new) is dict):
         raise CodecError(f"event {event_id}: expected [old, new] as objects or nulls, got {data!r}")
@@ -275,6 +285,7 @@ class EventDecoder:
         self._plans: dict[int, tuple[list[Column], list[EncodedColumn]]] = {}
         self._encode_mutation = mutation_encoder()
         self._provenance_pieces: dict[Any, bytes] = {}
+        self._last_provenance: OrderedDict[int, bytes] = OrderedDict()
 
     @classmethod
     def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
@@ -354,7 +365,28 @@ class EventDecoder:
         )
         if provenance is None:
             return encoded
-        return encoded + self._provenance(event_id, provenance)
+        return encoded + self._provenance_of(event_id, txid, provenance)
+
+    def _provenance_of(self, event_id: int, txid: int, provenance: Any) -> bytes:
+        """The encoded provenance field of an event of transaction ``txid``: its object's,
+        or (``PREVIOUS_PROVENANCE``) the one of the transaction's previous event."""
+        last = self._last_provenance
+        if provenance.__class__ is dict:
+            piece = self._provenance(event_id, provenance)
+            last[txid] = piece
+            last.move_to_end(txid)
+            if len(last) > _LAST_PROVENANCE_CACHE:
+                last.popitem(last=False)
+            return piece
+        previous = last.get(txid)
+        if previous is None:
+            raise CodecError(
+                f"event {event_id} takes the provenance of the previous event of transaction "
+                f"{txid}, which was not decoded before it; the batch must be decoded whole "
+                "and in event order (the relay does so: report this as a bug)"
+            )
+        last.move_to_end(txid)
+        return previous
 
     def _provenance(self, event_id: int, provenance: dict[str, Any]) -> bytes:
         """The encoded provenance field; a statement's events share one object's values, so

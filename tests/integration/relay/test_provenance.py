@@ -137,6 +137,7 @@ def _writer(
     expected: dict[tuple[int, int], Expected],
     annotate: int | None,
     stop: threading.Event,
+    statements: list[int],
 ) -> None:
     """Transactions on keys base..base+39 (at least TRANSACTIONS, then until ``stop``);
     records each touched key's expectation by txid."""
@@ -187,6 +188,18 @@ def _writer(
                             " DO UPDATE SET v = plain.v + 1",
                             (key,),
                         )
+                if rng.random() < 0.3:
+                    # One statement over several rows: its events after the first refer
+                    # to the first's provenance, with the other writer's events between.
+                    cursor.execute(
+                        "UPDATE orders SET v = v + 1, by = current_user WHERE id = ANY(%s)"
+                        " RETURNING id",
+                        ([base + offset for offset in range(40) if offset not in keys],),
+                    )
+                    now = Expected(user, login, application, address, annotation)
+                    found = cursor.fetchall()
+                    touched.extend((key, now) for (key,) in found)
+                    statements.append(len(found))
                 cursor.execute("SELECT txid_current()")
                 (txid,) = cursor.fetchone()  # type: ignore[misc]
             conn.commit()
@@ -225,6 +238,7 @@ def test_each_mutation_carries_who_made_it(
     expected: dict[tuple[int, int], Expected] = {}
     errors: list[BaseException] = []
     stop = threading.Event()
+    statements: list[int] = []  # rows of each multi-row UPDATE
 
     def write(*arguments: Any) -> None:
         try:
@@ -236,11 +250,35 @@ def test_each_mutation_carries_who_made_it(
     writers = [
         threading.Thread(
             target=write,
-            args=(database, roles.clerk, "till-a", "127.0.0.1", roles, 0, 1, expected, 30, stop),
+            args=(
+                database,
+                roles.clerk,
+                "till-a",
+                "127.0.0.1",
+                roles,
+                0,
+                1,
+                expected,
+                30,
+                stop,
+                statements,
+            ),
         ),
         threading.Thread(
             target=write,
-            args=(socket_dsn, roles.auditor, "till-b", "", roles, 1000, 2, expected, None, stop),
+            args=(
+                socket_dsn,
+                roles.auditor,
+                "till-b",
+                "",
+                roles,
+                1000,
+                2,
+                expected,
+                None,
+                stop,
+                statements,
+            ),
         ),
     ]
     config = write_relay_yml(tmp_path, sandbox)
@@ -271,6 +309,7 @@ def test_each_mutation_carries_who_made_it(
     plain = [m for m in mutations if m.table == "plain"]
     assert plain and not any(m.HasField("provenance") for m in plain)
     assert len(stamped) == len(expected)
+    assert max(statements) > 1  # statements whose later events held a reference
     annotated = set()
     users = set()
     definer_calls = 0

@@ -237,9 +237,43 @@ def test_provenance_encodes_to_the_bytes_of_the_built_mutation(
         '[null, {"id": "1"}, {"q": "12"}]',
         '[null, {"id": "1"}, {"q": 9223372036854775808}]',
         '[null, {"id": "1"}, {}, {}]',
+        '[null, {"id": "1"}, 2]',
+        '[null, {"id": "1"}, true]',
+        '[null, {"id": "1"}, 1.0]',
     ],
 )
 def test_malformed_provenance_is_a_codec_error_naming_the_event(data: str) -> None:
     decoder, _ = _decoder({("Sales", "Or ders"): MIXED})
     with pytest.raises(CodecError, match="event 7"):
         decoder.encode_mutation(tuple(_queue_event("I", None, None)._replace(data=data)))
+
+
+def test_a_statements_later_events_take_their_transactions_previous_provenance() -> None:
+    """[old, new, 1]: the provenance of the previous event of the same transaction, even
+    with other transactions' events in between."""
+    decoder, _ = _decoder({("Sales", "Or ders"): MIXED})
+    first = {"s": "alice", "a": "web", "q": 42, "n": "req-1"}
+    other = {"s": "bob"}
+
+    def event(event_id: int, txid: int, third: Any) -> QueueEvent:
+        data = json.dumps([None, {"id": str(event_id)}, third])
+        return _queue_event("I", None, None, event_id=event_id, txid=txid, data=data)
+
+    decoded = [
+        stream_pb2.Mutation.FromString(_encoded(decoder, e))
+        for e in (event(1, 900, first), event(2, 901, other), event(3, 900, 1), event(4, 901, 1))
+    ]
+    assert [(m.provenance.session_user, m.provenance.annotation) for m in decoded] == [
+        ("alice", "req-1"),
+        ("bob", ""),
+        ("alice", "req-1"),
+        ("bob", ""),
+    ]
+    assert decoded[2].provenance == decoded[0].provenance
+
+
+def test_a_provenance_reference_without_its_transactions_earlier_event_is_an_error() -> None:
+    decoder, _ = _decoder({("Sales", "Or ders"): MIXED})
+    data = json.dumps([None, {"id": "1"}, 1])
+    with pytest.raises(CodecError, match=r"event 7 takes the provenance .* transaction 902"):
+        decoder.encode_mutation(tuple(_queue_event("I", None, None, txid=902, data=data)))
