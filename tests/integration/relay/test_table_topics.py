@@ -456,6 +456,9 @@ def test_a_table_added_by_set_update_starts_with_its_rows(
             cursor.execute("UPDATE extra SET label = 'changed' WHERE id = 7")
             cursor.execute("DELETE FROM extra WHERE id = 8")
         connection.close()
+        # The new table's snapshot goes in chunks beside the stream: a drained queue does
+        # not mean it is done.
+        wait_for(lambda: "holds public.extra" in relay.output(), 60, "the snapshot", relay.output)
         wait_for(
             lambda: queue_drained(database, cluster_name), 60, "the relay to drain", relay.output
         )
