@@ -169,8 +169,16 @@ set_update = set_group.command("update")(
 @click.option(
     "--promote",
     is_flag=True,
-    help="DSN is still a standby: move the relay off the old primary, wait until the standby "
-    "replayed everything, then promote it. Stop writes to the old primary first.",
+    help="DSN is still a standby: move the relay off the old primary, fence it (see --fence), "
+    "wait until the standby replayed everything, then promote it.",
+)
+@click.option(
+    "--fence/--no-fence",
+    default=True,
+    show_default=True,
+    help="With --promote: make the old primary read-only (ALTER SYSTEM SET "
+    "default_transaction_read_only, needs a superuser) and wait for the transactions begun "
+    "before, so writes may go on during the switchover. --no-fence: stop them yourself first.",
 )
 @click.option(
     "--accept-divergence",
@@ -192,6 +200,7 @@ def set_failover(
     name: str,
     new_dsn: str,
     promote: bool,
+    fence: bool,
     accept_divergence: bool,
     timeout: float,
     dry_run: bool,
@@ -210,13 +219,14 @@ def set_failover(
         if failover.identity(context, name, new_dsn):
             if not promote:
                 raise ConfigurationError(
-                    "the new database is a standby in recovery: pass --promote (after stopping "
-                    "writes to the old primary) or promote it first"
+                    "the new database is a standby in recovery: pass --promote, or promote it first"
                 )
             if dry_run:
                 click.echo(
                     "plan: point the set at the standby, wait for its relay to leave the old "
-                    "primary and for the standby to replay the old primary's WAL, promote it, "
+                    "primary, "
+                    + ("fence the old primary, " if fence else "")
+                    + "wait for the standby to replay the old primary's WAL, promote it, "
                     "then re-install the set's triggers there (nothing was changed)"
                 )
                 return
@@ -225,8 +235,14 @@ def set_failover(
                 name,
                 new_dsn,
                 timeout,
-                moved=lambda: failover.point_at(client, context, name, new_dsn),
+                moved=lambda dsn: failover.point_at(client, context, name, dsn),
+                fenced=fence,
             )
+            if fence:
+                click.echo(
+                    "the old primary is read-only (default_transaction_read_only); shut it "
+                    "down, or ALTER SYSTEM RESET default_transaction_read_only there to undo"
+                )
         plan = failover.plan_failover(context, name, new_dsn, old_dsn, accept_divergence)
         _carry_out(plan, client, connections, dry_run)
 

@@ -2,10 +2,11 @@
 
 Three checks, each on the relay's batch connection:
 
-- ``require_primary``: a set's DSN that reaches a standby still in recovery (a
-  failover under way: the set was pointed at it before its promotion) is a
-  transient fault, retried until the promotion — never an error that ends the
-  relay, never a write attempted on a read-only server.
+- ``wait_primary``: a set's DSN that reaches a standby still in recovery (a
+  failover under way: the set was pointed at it before its promotion) is
+  polled every ``PROMOTION_POLL`` seconds until the promotion, so publishing
+  resumes within that of it (not after the error policy's backoff) — never an
+  error that ends the relay, never a write attempted on a read-only server.
 - ``check_stream_known``: after connecting, the last batch the stream holds from
   this source node must end at a tick the source has, with the same snapshot.
   A standby promoted before it received everything (asynchronous replication)
@@ -29,12 +30,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from psycopg2.extensions import connection as Connection
 
 from pgshovel.cluster.dsn import mask_dsn
-from pgshovel.errors import DatabaseUnavailable, StreamError
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.source import translating
 
@@ -49,18 +50,45 @@ _TICK = (
 )
 
 
-def require_primary(connection: Connection, dsn: str) -> None:
-    """A transient error while the set's database is a standby in recovery."""
+PROMOTION_POLL = 0.5
+
+
+def _in_recovery(connection: Connection) -> bool:
     with translating("checking that the set's database is a primary"):
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_is_in_recovery()")
             row = cursor.fetchone()
         connection.rollback()
-    if row is not None and row[0]:
-        raise DatabaseUnavailable(
-            f"the set's database {mask_dsn(dsn)!r} is a standby in recovery (read-only); "
-            "waiting for its promotion"
-        )
+    return row is not None and bool(row[0])
+
+
+def wait_primary(
+    connection: Connection,
+    dsn: str,
+    interrupted: Callable[[], bool],
+    wait: Callable[[float], object],
+) -> bool:
+    """Wait while the set's database is a standby in recovery; False if ``interrupted`` first.
+
+    A connection failure on the way is the caller's transient fault, as usual.
+    """
+    if not _in_recovery(connection):
+        return True
+    logger.warning(
+        "the set's database %r is a standby in recovery (read-only): waiting for its promotion",
+        mask_dsn(dsn),
+    )
+    started = time.monotonic()
+    while not interrupted():
+        wait(PROMOTION_POLL)
+        if not _in_recovery(connection):
+            logger.info(
+                "%r was promoted: publishing resumes (waited %.1fs)",
+                mask_dsn(dsn),
+                time.monotonic() - started,
+            )
+            return True
+    return False
 
 
 def _snapshot_text(tick: stream_pb2.Tick) -> str:

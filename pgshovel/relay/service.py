@@ -36,7 +36,7 @@ from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
 from pgshovel.relay.events import EventDecoder
-from pgshovel.relay.failover import StandbyGate, check_stream_known, require_primary
+from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primary
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
@@ -188,7 +188,13 @@ class Relay:
             dsn = source_dsn(state.dsn, settings.source_connection.get_secret_value())
             queue = PgqQueue(dsn, queue_name, settings.fetch_size)
             try:
-                require_primary(queue.connection, state.dsn)
+                if not wait_primary(
+                    queue.connection,
+                    state.dsn,
+                    lambda: self.stop.is_set() or leadership.lost.is_set() or state.moved.is_set(),
+                    self.stop.wait,
+                ):
+                    continue
                 queue.check()
                 queue.configure_ticker(settings.tick_interval, settings.batch_max_events)
                 with translating("reading the node id"):

@@ -3,9 +3,12 @@
 Each test runs its own primary and a streaming standby of it (``start_server``),
 a set on the primary with a keyed table and an unkeyed journal (a batch applied
 twice would show there as duplicate rows), the real relay and worker, and
-writer threads. Planned: writes stop, ``set failover --promote`` moves the relay
-off the primary, promotes the standby and re-points the set; writes go on
-there; relay and worker are never restarted. Unplanned: the standby stops
+writer threads. Planned: writes go on throughout, as an application's would
+(a writer refused by a read-only server retries on the other one);
+``set failover --promote`` moves the relay off the primary, fences it,
+promotes the standby and re-points the set — a first attempt blocked by a
+transaction left open on the primary times out and undoes itself; no
+committed transaction is lost, relay and worker are never restarted. Unplanned: the standby stops
 receiving WAL while the primary keeps committing, then the primary is killed
 -9 and the standby promoted: with failover-safe publishing (``standbys:``) the
 relay never published what the standby lacks and the copy equals the promoted
@@ -25,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
+import psycopg2.errors
 import pytest
 from kazoo.client import KazooClient
 
+from pgshovel.cluster.sets import read_set
 from pgshovel.sandbox import SandboxConnection, Server, start_server, stop_server
 from tests.integration.capture._capture import SET, install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
@@ -92,11 +97,18 @@ def rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
 
 
 class Writers:
-    """Threads committing small transactions on one server until stopped (or it dies)."""
+    """Threads committing small transactions on one server until stopped (or it dies).
 
-    def __init__(self, dsn: str, name: str, threads: int = 2) -> None:
+    With ``follow``, a thread refused by a read-only server (fenced, or a standby) rolls back
+    and tries the next server of ``[dsn, *follow]``, round robin, as an application would.
+    """
+
+    def __init__(self, dsn: str, name: str, threads: int = 2, follow: tuple[str, ...] = ()) -> None:
         self.dsn, self.name = dsn, name
+        self.servers = (dsn, *follow)
         self.committed = 0
+        self.journal: set[tuple[str, int]] = set()  # committed journal rows (writer, n)
+        self.refused = 0
         self.failures: list[BaseException] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -108,6 +120,7 @@ class Writers:
 
     def _run(self, index: int) -> None:
         rng = random.Random(index)
+        server = 0
         try:
             connection = psycopg2.connect(self.dsn, connect_timeout=5)
         except psycopg2.Error as error:
@@ -117,21 +130,34 @@ class Writers:
         try:
             while not self._stop.is_set():
                 n += 1
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        "UPDATE accounts SET balance = balance + 1, note = %s WHERE id = %s",
-                        (f"{self.name}-{index}-{n}", rng.randint(1, 200)),
-                    )
-                    cursor.execute(
-                        "INSERT INTO journal VALUES (%s, %s, %s)",
-                        (f"{self.name}-{index}", n, "x" * rng.randint(0, 40)),
-                    )
+                try:
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            "UPDATE accounts SET balance = balance + 1, note = %s WHERE id = %s",
+                            (f"{self.name}-{index}-{n}", rng.randint(1, 200)),
+                        )
+                        cursor.execute(
+                            "INSERT INTO journal VALUES (%s, %s, %s)",
+                            (f"{self.name}-{index}", n, "x" * rng.randint(0, 40)),
+                        )
+                except psycopg2.errors.ReadOnlySqlTransaction:
+                    if len(self.servers) == 1:
+                        raise
+                    connection.rollback()
+                    connection.close()
+                    with self._lock:
+                        self.refused += 1
+                    server = (server + 1) % len(self.servers)
+                    self._stop.wait(0.05)
+                    connection = psycopg2.connect(self.servers[server], connect_timeout=5)
+                    continue
                 if n % 9 == 0:
                     connection.rollback()  # aborted transactions leave nothing
                 else:
                     connection.commit()
                     with self._lock:
                         self.committed += 1
+                        self.journal.add((f"{self.name}-{index}", n))
         except psycopg2.Error as error:
             self.failures.append(error)  # the server went away (the unplanned case)
         finally:
@@ -214,7 +240,7 @@ class Run:
                 f"{error}\n--- relay log ---\n{self.relay.output()[-5000:]}"
             ) from error
 
-    def failover(self, standby: Server, *options: str) -> str:
+    def failover(self, standby: Server, *options: str, succeeds: bool = True) -> str:
         result = subprocess.run(
             [str(ADMIN), "set", "failover", SET, "--to", standby.dsn(), *options],
             env={
@@ -227,8 +253,12 @@ class Run:
             timeout=300,
             check=False,
         )
-        assert result.returncode == 0, result.stdout + result.stderr
-        return result.stdout
+        assert (result.returncode == 0) == succeeds, result.stdout + result.stderr
+        return result.stdout + result.stderr
+
+    def dsn(self, zookeeper: KazooClient) -> str:
+        """The set's DSN as ZooKeeper holds it."""
+        return read_set(zookeeper, self.cluster, SET).database.dsn
 
 
 def assert_same(source: str, target: str) -> None:
@@ -280,24 +310,44 @@ def start_run(
     return start
 
 
-def test_planned_switchover_moves_relay_and_worker_without_a_restart(
-    servers: tuple[Server, Server], start_run: Callable[[list[str]], tuple[Run, str]]
+def read_only(server: Server) -> str:
+    return str(rows(server.dsn(), "SHOW default_transaction_read_only")[0][0])
+
+
+def test_planned_switchover_under_writes_moves_relay_and_worker_without_a_restart(
+    servers: tuple[Server, Server],
+    start_run: Callable[[list[str]], tuple[Run, str]],
+    zookeeper: KazooClient,
 ) -> None:
     primary, standby = servers
     run, target = start_run([])
-    writers = Writers(primary.dsn(), "before")
+    writers = Writers(primary.dsn(), "app", threads=3, follow=(standby.dsn(),))
     try:
         run.wait_streaming()
         writers.wait_committed(150)
+        # A transaction left open on the primary: the fence waits for it, times out, undoes.
+        blocker = psycopg2.connect(primary.dsn(), connect_timeout=5)
+        try:
+            with blocker.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM accounts")
+            output = run.failover(standby, "--promote", "--timeout", "4", succeeds=False)
+            assert "begun before the fence" in output and str(blocker.info.backend_pid) in output
+            assert read_only(primary) == "off" and standby.in_recovery()
+            assert run.dsn(zookeeper) == primary.dsn(), "the set points at the old primary again"
+            writers.wait_committed(100)  # on the primary again
+        finally:
+            blocker.close()
+        output = run.failover(standby, "--promote")  # writes go on during the switchover
+        assert "fail set" in output and not standby.in_recovery()
+        assert read_only(primary) == "on"
+        writers.wait_committed(150)  # on the new primary
     finally:
-        writers.stop()  # a planned switchover: writes stop first
-    output = run.failover(standby, "--promote")
-    assert "fail set" in output and not standby.in_recovery()
-    after = Writers(standby.dsn(), "after")
-    try:
-        after.wait_committed(150)
-    finally:
-        after.stop()
+        writers.stop()
+    assert writers.refused > 0, "the writers were moved by the fence"
+    old_journal = {(w, n) for w, n, _ in rows(primary.dsn(), JOURNAL)}
+    new_journal = {(w, n) for w, n, _ in rows(standby.dsn(), JOURNAL)}
+    assert writers.journal <= new_journal, "a committed transaction was lost"
+    assert old_journal <= new_journal, "the old primary committed after the fence"
     run.caught_up(standby.dsn())
     assert run.relay.alive() and run.worker.alive(), "neither was restarted"
     assert_same(standby.dsn(), target)
