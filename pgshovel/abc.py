@@ -57,11 +57,14 @@ since the Unix epoch), ``ev_txid``, ``ev_type``, ``ev_data``, ``ev_extra1`` (sch
 
 @dataclass(frozen=True)
 class TickInfo:
-    """A PgQ tick: its id, its ``txid_snapshot`` text and when it was taken (µs since epoch)."""
+    """A PgQ tick: its id, its ``txid_snapshot`` text, when it was taken (µs since epoch) and
+    the queue's event sequence then (``None`` when unknown): a batch between two ticks with the
+    same sequence holds no event."""
 
     id: int
     snapshot: str
     timestamp: int
+    event_seq: int | None = None
 
 
 @dataclass(frozen=True)

@@ -119,12 +119,15 @@ class PgqQueue:
                     batch_id, start_id, end_id = row
                     cursor.execute(
                         "SELECT t.tick_id, t.tick_snapshot::text,"
-                        " (extract(epoch FROM t.tick_time) * 1000000)::int8"
+                        " (extract(epoch FROM t.tick_time) * 1000000)::int8, t.tick_event_seq"
                         " FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue"
                         " WHERE q.queue_name = %s AND t.tick_id IN (%s, %s)",
                         (self.queue, start_id, end_id),
                     )
-                    ticks = {tick_id: TickInfo(tick_id, snap, ts) for tick_id, snap, ts in cursor}
+                    ticks = {
+                        tick_id: TickInfo(tick_id, snap, ts, seq)
+                        for tick_id, snap, ts, seq in cursor
+                    }
                 connection.commit()
         except BaseException:
             self.abandon()

@@ -109,7 +109,11 @@ class BatchPublisher:
         started = time.monotonic()
         start_tick = batch.start.timestamp / 1e6
         metrics = self.metrics
-        metrics.taken(start_tick)
+        # A batch that cannot hold an event (the queue's sequence did not move between its
+        # ticks) leaves the lag alone: its start tick may be old, nothing of it is pending.
+        may_hold = batch.start.event_seq is None or batch.start.event_seq != batch.end.event_seq
+        if may_hold:
+            metrics.taken(start_tick)
         oldest_event = float("inf")
         identifier = stream_pb2.BatchIdentifier(id=batch.id, node=self.node)
         publisher = self.publisher
@@ -177,7 +181,7 @@ class BatchPublisher:
         self.queue.finish(batch)
         seconds = time.monotonic() - started
         sent = self.writer.bytes_sent - size_before
-        lag = metrics.published()
+        lag = metrics.published() if may_hold else 0.0
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent

@@ -7,6 +7,7 @@ framing and its failure handling are what is under test.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -208,3 +209,27 @@ def test_one_flush_per_batch_and_finish_only_after_it() -> None:
     assert writer.flushes == 1
     assert writer.finished_before_flush == []
     assert queue.finished == [3]
+
+
+def test_a_batch_that_cannot_hold_an_event_leaves_the_lag_alone() -> None:
+    writer = Writer()
+    publisher = _publisher(Queue([]), writer, Catalog())
+    metrics = publisher.metrics
+    metrics.batch_lag_seconds = 8.0  # the last batch with changes
+    old = (time.time() - 60) * 1e6  # an empty batch whose start tick is a minute old
+    empty = BatchInfo(9, TickInfo(1, "10:12:11", int(old), 40), TickInfo(2, "12:14:", 6, 40))
+    seen: list[float] = []
+
+    def events(batch: BatchInfo) -> Iterator[list[Any]]:
+        seen.append(metrics.lag_seconds())  # while the batch is being read
+        return iter(())
+
+    publisher.queue.events = events  # type: ignore[method-assign]
+    assert publisher.publish(empty) == 0
+    assert seen == [0.0] and metrics.lag_seconds() == 0.0 and metrics.batch_lag_seconds == 8.0
+    # The same ticks with the sequence moved (or unknown): pending since the start tick.
+    for end_seq in (41, None):
+        moved = BatchInfo(10, empty.start, TickInfo(2, "12:14:", 6, end_seq))
+        seen.clear()
+        assert publisher.publish(moved) == 0
+        assert seen[0] >= 59.0 and metrics.batch_lag_seconds >= 59.0
