@@ -1,6 +1,6 @@
 """Incremental snapshots while streaming: backfill, re-snapshot, verify and repair, under writes.
 
-A 50,000-row table joins a running set (``set update``) and is copied chunk by
+A 30,000-row table joins a running set (``set update``) and is copied chunk by
 chunk between watermarks while threads keep writing to it and to the set's
 other table, whose apply lag is probed meanwhile; the worker is killed -9 in
 the middle of the backfill and in the middle of a verify. ``set resnapshot``
@@ -43,7 +43,7 @@ from ._threads import WriterThreads
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
 
 ADMIN = Path(sys.executable).with_name("pgshovel-admin")
-BIG_ROWS = 50_000
+BIG_ROWS = 30_000
 
 SCHEMA = f"""
 CREATE TABLE items (id integer PRIMARY KEY, v integer NOT NULL, at timestamptz);
@@ -179,7 +179,7 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
     configuration = write_replication_yml(
         tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
     )
-    text = configuration.read_text() + "snapshots: {rows_per_chunk: 8000, parallel: 2}\n"
+    text = configuration.read_text() + "snapshots: {rows_per_chunk: 5000, parallel: 2}\n"
     configuration.write_text(text)
     relay = RelayProcess(
         sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
