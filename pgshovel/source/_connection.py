@@ -91,6 +91,12 @@ def translate(error: psycopg2.Error, doing: str) -> PgshovelError:
     reason = first_line(error)
     if is_unavailable(error):
         return DatabaseUnavailable(f"{doing} failed: the database connection was lost ({reason})")
+    if getattr(error, "pgcode", None) == errorcodes.READ_ONLY_SQL_TRANSACTION:
+        # A standby, or a primary fenced by 'set failover': transient while a failover runs.
+        return DatabaseUnavailable(
+            f"{doing} failed: the database is read-only ({reason}): a standby, or a primary "
+            "fenced by 'set failover'"
+        )
     return DatabaseError(f"{doing} failed: {reason}")
 
 
