@@ -7,8 +7,9 @@ writer threads. Planned: writes go on throughout, as an application's would
 (a writer refused by a read-only server retries on the other one);
 ``set failover --promote`` moves the relay off the primary, fences it,
 promotes the standby and re-points the set — a first attempt blocked by a
-transaction left open on the primary times out and undoes itself; no
-committed transaction is lost, relay and worker are never restarted. Unplanned: the standby stops
+transaction left open on the primary, with relay and worker killed -9 and
+restarted while the set points at the standby, times out and undoes itself;
+the second succeeds with no restart; no committed transaction is lost. Unplanned: the standby stops
 receiving WAL while the primary keeps committing, then the primary is killed
 -9 and the standby promoted: with failover-safe publishing (``standbys:``) the
 relay never published what the standby lacks and the copy equals the promoted
@@ -199,6 +200,7 @@ class Run:
             allow_unkeyed=True,
         )
         config = write_relay_yml(directory, sandbox, standbys=standbys)
+        self.relay_config, self.processes = config, processes
         self.relay = RelayProcess(sandbox, cluster, config, directory / "relay.log")
         processes.append(self.relay)
         replication = write_replication_yml(
@@ -210,8 +212,28 @@ class Run:
                 "configuration": {"dsn": target},
             },
         )
+        self.replication = replication
         self.worker = WorkerProcess(sandbox, cluster, replication, directory / "worker.log")
         processes.append(self.worker)
+
+    def kill_9_and_restart(self, generation: int) -> None:
+        """kill -9 of relay and worker, then new ones (logs ``*-<generation>.log``)."""
+        self.relay.kill()
+        self.worker.kill()
+        self.relay = RelayProcess(
+            self.sandbox,
+            self.cluster,
+            self.relay_config,
+            self.directory / f"relay-{generation}.log",
+        )
+        self.processes.append(self.relay)
+        self.worker = WorkerProcess(
+            self.sandbox,
+            self.cluster,
+            self.replication,
+            self.directory / f"worker-{generation}.log",
+        )
+        self.processes.append(self.worker)
 
     def offset(self) -> int | None:
         return (worker_state(self.target, self.cluster) or ("", None))[1]
@@ -330,7 +352,21 @@ def test_planned_switchover_under_writes_moves_relay_and_worker_without_a_restar
         try:
             with blocker.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM accounts")
-            output = run.failover(standby, "--promote", "--timeout", "4", succeeds=False)
+            # kill -9 of relay and worker once the set points at the standby, mid-attempt.
+            attempt: list[str] = []
+            command = threading.Thread(
+                target=lambda: attempt.append(
+                    run.failover(standby, "--promote", "--timeout", "8", succeeds=False)
+                )
+            )
+            command.start()
+            try:
+                wait_until(lambda: "moved to database" in run.relay.output(), "the relay to move")
+                run.kill_9_and_restart(2)
+            finally:
+                command.join(300)
+            assert attempt, "the failing attempt raised (see above)"
+            output = attempt[0]
             assert "begun before the fence" in output and str(blocker.info.backend_pid) in output
             assert read_only(primary) == "off" and standby.in_recovery()
             assert run.dsn(zookeeper) == primary.dsn(), "the set points at the old primary again"
@@ -344,6 +380,7 @@ def test_planned_switchover_under_writes_moves_relay_and_worker_without_a_restar
     finally:
         writers.stop()
     assert writers.refused > 0, "the writers were moved by the fence"
+    assert "is a standby in recovery" in run.relay.output(), "restarted while pointing there"
     old_journal = {(w, n) for w, n, _ in rows(primary.dsn(), JOURNAL)}
     new_journal = {(w, n) for w, n, _ in rows(standby.dsn(), JOURNAL)}
     assert writers.journal <= new_journal, "a committed transaction was lost"
