@@ -28,7 +28,8 @@
 --              triggers, whose events after the first hold [old, new, 1]
 --              instead: 1 means "the provenance of the previous event of this
 --              transaction" (the call's events are written one after another,
---              so its first event is that previous event or precedes it). "u" is the role the session runs as outside SECURITY
+--              so its first event is that previous event or precedes it).
+--              "u" is the role the session runs as outside SECURITY
 --              DEFINER functions (the role of SET ROLE, else session_user; the
 --              C trigger's GetOuterUserId()): this function runs as its owner.
 --              "c" is host(inet_client_addr()); "q" the query id of the

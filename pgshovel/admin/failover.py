@@ -107,16 +107,26 @@ def check_identity(
                 f"database {mask_dsn(current.database.dsn)!r} (node {old_node})"
             )
         return
+    unstamped = _unstamped(context, set_name, current, new)
+    if unstamped is not None:
+        raise ConfigurationError(
+            f"cannot tell whether {mask_dsn(new_dsn)!r} is a copy of set {set_name!r}'s "
+            f"database: the old primary does not answer and table {unstamped} there lacks "
+            f"the set's version {set_version(current)} triggers"
+        )
+
+
+def _unstamped(
+    context: Context, set_name: str, current: SetConfiguration, conn: connection
+) -> str | None:
+    """The first captured table in ``conn`` without the set's current version triggers."""
     version = set_version(current)
     for table in current.tables:
-        triggers = catalog.installed_triggers(new, table.schema, table.name)
+        triggers = catalog.installed_triggers(conn, table.schema, table.name)
         mine = triggers.get(names.trigger_name(context.cluster, set_name))
         if mine is None or mine.arguments[1:2] != (version,):
-            raise ConfigurationError(
-                f"cannot tell whether {mask_dsn(new_dsn)!r} is a copy of set {set_name!r}'s "
-                f"database: the old primary does not answer and table {table.schema!r}."
-                f"{table.name!r} there lacks the set's version {version} triggers"
-            )
+            return f"{table.schema!r}.{table.name!r}"
+    return None
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -151,7 +161,11 @@ def fence(old: connection, dsn: str) -> object:
         ) from error
     # This session reloads like every other one: once it sees the setting, the postmaster
     # has signalled them all.
-    _wait(lambda: _value(old, f"SHOW {_READ_ONLY}") == "on", 30.0, "the fence to take effect")
+    _wait(
+        lambda: _value(old, "SELECT current_setting(%s)", (_READ_ONLY,)) == "on",
+        30.0,
+        "the fence to take effect",
+    )
     time.sleep(FENCE_MARGIN)
     since = _value(old, "SELECT clock_timestamp()")
     logger.info("fenced the old primary %r (%s = on)", mask_dsn(dsn), _READ_ONLY)
@@ -269,12 +283,12 @@ def promote(
     logger.info("promoted %r", mask_dsn(new_dsn))
 
 
-def point_at(client: KazooClient, context: Context, set_name: str, new_dsn: str) -> None:
-    """Write the set with ``new_dsn`` and nothing else changed (the relay follows it)."""
+def point_at(client: KazooClient, context: Context, set_name: str, dsn: str) -> None:
+    """Write the set with ``dsn`` and nothing else changed (the relay follows it)."""
     current = context.store.read_set(set_name)
     configuration = SetConfiguration()
     configuration.CopyFrom(current.value)
-    configuration.database.dsn = new_dsn
+    configuration.database.dsn = dsn
     client.set(
         current.path, configuration.SerializeToString(deterministic=True), version=current.version
     )
@@ -319,11 +333,24 @@ def identity(context: Context, set_name: str, new_dsn: str) -> bool:
     """Check DSN (step 1); whether it is still a standby in recovery."""
     refuse_password(set_name, new_dsn)
     current = context.store.read_set(set_name).value
-    if new_dsn == current.database.dsn:
-        raise ConfigurationError(f"set {set_name!r} already uses {mask_dsn(new_dsn)!r}")
     try:
         new = context.connections.get(new_dsn)
     except PgshovelError as error:
         raise DatabaseUnavailable(f"the new primary does not answer: {error}") from error
+    if new_dsn == current.database.dsn:
+        # The set points at DSN already: done, or a failover interrupted after step 2 moved
+        # the set (the command killed): finish it once DSN is a primary.
+        if in_recovery(new):
+            raise ConfigurationError(
+                f"set {set_name!r} already points at {mask_dsn(new_dsn)!r}, a standby in "
+                "recovery (an interrupted 'set failover --promote'): check that it replayed "
+                "the old primary's WAL, promote it (pg_promote()) and run this command again "
+                "without --promote; or point the set back with 'set failover --to OLD-DSN' (after "
+                "ALTER SYSTEM RESET default_transaction_read_only there if it was fenced)"
+            )
+        if _unstamped(context, set_name, current, new) is None:
+            raise ConfigurationError(f"set {set_name!r} already uses {mask_dsn(new_dsn)!r}")
+        logger.warning("finishing an interrupted failover of set %r", set_name)
+        return False
     check_identity(context, set_name, current, new, new_dsn)
     return in_recovery(new)
