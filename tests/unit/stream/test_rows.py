@@ -55,7 +55,9 @@ def test_the_builder_writes_what_the_runtime_reads():
     encoded = provenance.SerializeToString()
     builder.add(table, 10, stream_pb2.Mutation.INSERT, 77, 1_000, None, b"1\ta\t\\N", encoded)
     builder.add(other, 11, stream_pb2.Mutation.TRUNCATE, 77, 1_001, None, None, None)
-    builder.add(table, 12, stream_pb2.Mutation.UPDATE, 78, 0, b"1\ta\t\\N", b"2\tb\\tc\t\\N", encoded)
+    builder.add(
+        table, 12, stream_pb2.Mutation.UPDATE, 78, 0, b"1\ta\t\\N", b"2\tb\\tc\t\\N", encoded
+    )
     assert builder.count == 3
     payload = builder.take()
     assert payload is not None and builder.take() is None
