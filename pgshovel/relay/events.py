@@ -124,7 +124,7 @@ def fill_row(row: stream_pb2.Row, values: Mapping[str, str | None], columns: lis
                     _UNKNOWN_FILLER(value, text)
 
 
-def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
+def parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
     """``(old, new, provenance)`` of an event's data: each row None or a column-to-text
     mapping, provenance None, the trigger's object (see ``provenance_fields``) or
     ``PREVIOUS_PROVENANCE``."""
@@ -332,7 +332,7 @@ class EventDecoder:
 
     def _encode(self, event: tuple[Any, ...]) -> bytes:
         event_id, time, txid, kind, data, schema, name, version, keys = event
-        old, new, provenance = _parse_rows(event_id, data)
+        old, new, provenance = parse_rows(event_id, data)
         schema, name = schema or "", name or ""
         table = self._schemas.table(schema, name, event_id)
         if (old is not None and not table.names.issuperset(old)) or (
