@@ -1,4 +1,4 @@
-"""The staged apply: Spark tasks reduce and stage a micro-batch's row changes, the driver commits once.
+"""The staged apply: Spark tasks reduce and stage row changes, the driver commits once.
 
 ``reduce`` folds a task's ROWS messages into each table's net effect (pure);
 ``postgres`` stages it in a PostgreSQL target and commits a micro-batch's

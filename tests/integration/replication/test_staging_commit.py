@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from psycopg2 import sql
 
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.staging.postgres import (
     commit_table,
@@ -184,7 +185,7 @@ def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(datab
                 cuts = sorted(
                     rng.sample(range(1, len(messages)), max(0, min(2, len(messages) - 1)))
                 )
-                for start, end in zip([0, *cuts], [*cuts, len(messages)]):
+                for start, end in zip([0, *cuts], [*cuts, len(messages)], strict=True):
                     tasks += 1
                     worker = connect(database, "task")
                     try:
@@ -223,7 +224,10 @@ def test_a_copy_missing_a_removed_row_is_an_error_naming_the_table(database):
         [(0, stream_pb2.MutationBatch.FromString(payload))], {UNKEYED.identity: UNKEYED}
     )
     stages = write_stages(driver, stage_prefix("c", "s", "x"), 0, staged)
-    with driver.cursor() as cursor, pytest.raises(Exception, match="'public.journal' lacks 1 of"):
+    with (
+        driver.cursor() as cursor,
+        pytest.raises(StreamError, match=r"'public\.journal' lacks 1 of"),
+    ):
         commit_table(cursor, UNKEYED, stages)
     driver.rollback()
     with driver.cursor() as cursor:
