@@ -121,7 +121,7 @@ def _escaped(line: str) -> str:
 
 
 def write_stages(
-    connection: Connection, prefix: str, task: int, staged: dict[tuple[str, str], StagedTable]
+    connection: Connection, prefix: str, task: int | str, staged: dict[tuple[str, str], StagedTable]
 ) -> list[Stage]:
     """Stage a task's tables and commit; return what was staged."""
     stages: list[Stage] = []
