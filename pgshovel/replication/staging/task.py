@@ -84,10 +84,12 @@ def _read(task: StageTask) -> Iterator[tuple[int, stream_pb2.MutationBatch]]:
                     f"{task.partition!r} failed: {record.error()}"
                 )
             offset = record.offset()
+            if offset is None:
+                continue
             take = wanted.pop(offset, None)
             if take is not None:
                 yield take.ordinal, _checked(task, take, record.value() or b"")
-            elif offset is not None and offset > last:
+            elif offset > last:
                 break
         if wanted:
             raise StreamError(
