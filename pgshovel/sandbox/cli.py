@@ -16,7 +16,7 @@ import click
 
 from pgshovel import _cli
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _lifecycle, _locate, _servers
+from pgshovel.sandbox import _lifecycle, _locate, _servers, _state
 from pgshovel.sandbox._connection import shell_exports
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -128,7 +128,7 @@ def env(state_dir: Path | None) -> None:
             f"sandbox in {str(state_dir)!r} is not running ({', '.join(down)} down): "
             "start it with 'pgshovel-sandbox up'"
         )
-    click.echo(shell_exports(_lifecycle.load(state_dir).environment()), nl=False)
+    click.echo(shell_exports(_state.load(state_dir).environment()), nl=False)
 
 
 @sandbox.command()
@@ -141,7 +141,7 @@ def standby(state_dir: Path | None, name: str) -> None:
     pg_stat_replication and a relay's standbys: setting name it), until 'down'.
     """
     state_dir = _locate.for_existing(state_dir)
-    primary = _lifecycle.load(state_dir)
+    primary = _state.load(state_dir)
     server = _servers.start_server(state_dir, name, primary_port=primary.ports["postgres"])
     click.echo(f"standby {name!r} running: {server.dsn()}")
 
