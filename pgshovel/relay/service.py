@@ -35,7 +35,7 @@ from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
-from pgshovel.relay.events import EventDecoder
+from pgshovel.relay.events import QueueEventDecoder
 from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primary
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
@@ -212,7 +212,7 @@ class Relay:
                 publisher = BatchPublisher(
                     queue,
                     writer,
-                    EventDecoder.for_queue(queue.connection, self.cluster, queue_name),
+                    QueueEventDecoder.for_queue(queue.connection, self.cluster, queue_name),
                     node,
                     state,
                     self.metrics,

@@ -50,8 +50,8 @@ class Schemas(SchemaTracker):
         return TableState(None, plan_of(columns), frozenset(TYPES))
 
 
-def Catalog() -> events.EventDecoder:
-    return events.EventDecoder(Schemas())
+def Catalog() -> events.QueueEventDecoder:
+    return events.QueueEventDecoder(Schemas())
 
 
 class Queue:
