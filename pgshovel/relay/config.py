@@ -103,11 +103,11 @@ class RelayConfiguration(settings.Settings):
     standbys: tuple[settings.NonEmptyText, ...] = ()
 
 
-def parse(document: Any, source: str) -> RelayConfiguration:
+def parse_configuration(document: Any, source: str) -> RelayConfiguration:
     """Validate a loaded relay.yml document; errors name the file and the key."""
     return settings.validate(RelayConfiguration, document, source)
 
 
-def load(path: Path) -> RelayConfiguration:
+def load_configuration(path: Path | str) -> RelayConfiguration:
     """Read and validate relay.yml (``${VAR}`` / ``${VAR:-default}`` are expanded)."""
     return settings.load(RelayConfiguration, path)
