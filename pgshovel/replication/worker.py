@@ -129,9 +129,18 @@ class Worker:
 
         A transient failure (a lost connection, an unavailable broker) closes
         everything and starts over from the state stored in the target, after a
-        backoff; any other failure ends the worker (see ``pgshovel.policy``).
+        backoff; a data error does the same after ``retry_interval`` with
+        ``on_error: log``, and ends the worker with ``exit``; any other failure
+        ends the worker (see ``pgshovel.policy``).
         """
-        policy = ErrorPolicy("exit", _sleeper(should_stop), logger)
+        settings = self.configuration
+        policy = ErrorPolicy(
+            settings.on_error,
+            _sleeper(should_stop),
+            logger,
+            retry_interval=settings.retry_interval,
+            max_backoff=settings.max_backoff,
+        )
         while True:
             try:
                 return self._run(should_stop, policy.succeeded)
