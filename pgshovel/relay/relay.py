@@ -25,9 +25,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
+from pgshovel.cluster.watch import SetWatch
 from pgshovel.errors import BrokerUnavailable, LeadershipLost, PgshovelError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
@@ -40,18 +40,6 @@ logger = logging.getLogger(__name__)
 #: messages handed over while still in the processor's cache serialize faster
 #: (one fetch of ``PgqQueue.fetch_size`` rows at a time).
 PUSH_CHUNK = 5_000
-
-
-@dataclass
-class SetState:
-    """What the relay knows of its set right now (updated by the config watch)."""
-
-    version: str
-    exists: bool = True
-    #: the set's database (``set failover`` changes it)
-    dsn: str = ""
-    #: set when ``dsn`` changed: the relay leaves the old database at the next batch boundary
-    moved: threading.Event = field(default_factory=threading.Event)
 
 
 def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
@@ -76,7 +64,7 @@ class BatchPublisher:
         writer: StreamWriter,
         decoder: EventDecoder,
         node: bytes,
-        state: SetState,
+        state: SetWatch,
         metrics: RelayMetrics,
         epoch: int,
         lost: threading.Event | None = None,
