@@ -217,6 +217,11 @@ class SetWatch:
     def exists(self) -> bool:
         return not self.dropped.is_set()
 
+    @property
+    def watching(self) -> bool:
+        """Whether ZooKeeper keeps this watch current (False: ``fixed``, or closed)."""
+        return self._client is not None
+
     def on_change(self, listener: Callable[[WatchedSet, WatchedSet], None]) -> None:
         """Call ``listener(old, new)`` after every change (in the thread that saw it)."""
         self._listeners.append(listener)

@@ -46,6 +46,7 @@ from pgshovel.source._schema_events import (
     missing_value_text,
 )
 from pgshovel.source._shape import Column, KeyRange, TableShape
+from pgshovel.source._triggers import CapturedTable, captured_tables
 
 __all__ = [
     "BUCKETS",
@@ -53,6 +54,7 @@ __all__ = [
     "NODE_TABLE",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
+    "CapturedTable",
     "Catalog",
     "Checksum",
     "Chunk",
@@ -67,6 +69,7 @@ __all__ = [
     "Watermarked",
     "bucket_expression",
     "captured_shape",
+    "captured_tables",
     "cast_is_exact",
     "checksum_query",
     "chunk_condition",
