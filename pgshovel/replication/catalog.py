@@ -16,7 +16,9 @@ from ZooKeeper after the export (an update between its two commits), the
 snapshot follows the source and the stream's schema events bring the rest: a
 table being added is not copied (its ANNOUNCE starts a backfill), one being
 removed is copied (its REMOVE stops it), one whose key or columns change is
-copied as captured (its ANNOUNCE changes it).
+copied as captured (its ANNOUNCE changes it). A source with none of the set's
+triggers (a stream not written by pgshovel's capture there) is copied as the
+set says.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ def snapshot_shapes(
     """The set's tables as the snapshot of ``connection``'s transaction captures them
     (see the module), in ``configuration``'s order, then tables it no longer lists."""
     captured, unknown = captured_tables(connection, cluster, set_name)
+    if not captured and not unknown:
+        # No trigger of the set in this database: its stream is not written by pgshovel's
+        # capture here, so the capture has nothing to say; copy the set as it is.
+        return set_shapes(connection, configuration)
     catalog = Catalog(connection)
     database = mask_dsn(configuration.database.dsn)
     shapes: list[TableShape] = []
