@@ -64,7 +64,7 @@ class BatchPublisher:
         writer: StreamWriter,
         decoder: EventDecoder,
         node: bytes,
-        state: SetWatch,
+        set_watch: SetWatch,
         metrics: RelayMetrics,
         epoch: int,
         lost: threading.Event | None = None,
@@ -73,7 +73,7 @@ class BatchPublisher:
         self.writer = writer
         self.decoder = decoder
         self.node = node
-        self.state = state
+        self.set_watch = set_watch
         self.metrics = metrics
         self.epoch = epoch
         self.lost = lost or threading.Event()
@@ -115,7 +115,7 @@ class BatchPublisher:
                 identifier,
                 _tick_message(batch.start),
                 _tick_message(batch.end),
-                self.state.version,
+                self.set_watch.version,
             )
         ]
         pushed_any = False
@@ -259,8 +259,8 @@ def lead(
     is called after every step that went through. ``before_publish`` runs once a
     batch is taken (failover-safe publishing waits there); False abandons it.
     """
-    state = publisher.state
-    while not stop.is_set() and not lost.is_set() and state.exists and not state.moved.is_set():
+    watched = publisher.set_watch
+    while not stop.is_set() and not lost.is_set() and watched.exists and not watched.moved.is_set():
         pacer.maybe_tick()
         batch = publisher.queue.next_batch()
         if batch is None:

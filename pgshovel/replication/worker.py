@@ -107,8 +107,10 @@ class Worker:
         self.zookeeper_hosts = zookeeper_hosts
         self.cluster = cluster
         self.set_name = set_name
-        if warning := stored_password_warning(set_name, set_configuration.database.dsn):
-            logger.warning("%s", warning)
+        if zookeeper_hosts is None and (
+            warning := stored_password_warning(set_name, set_configuration.database.dsn)
+        ):
+            logger.warning("%s", warning)  # (a watched set warns when it is read)
         #: the set: ``set_configuration`` until the first start watches it in ZooKeeper
         self.set_watch = SetWatch.fixed(set_name, set_configuration)
         # Every source connection of the worker (driver and Spark tasks) logs in this way.
