@@ -38,12 +38,11 @@ from pgshovel.replication.holds import VARIABLE
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import context
 from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+from tests.integration.relay._relay import RelayProcess, terminate, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
-from .test_connection_loss import terminate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+import yaml
 from kazoo.client import KazooClient
 
 from pgshovel.admin import planning, twophase
@@ -22,9 +23,13 @@ from pgshovel.cluster.sets import parse_set_document
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import context
 from tests.integration.capture._capture import SET, install
-from tests.integration.end_to_end.test_connection_loss import terminate
-from tests.integration.relay._relay import RelayProcess, queue_drained, wait_for
-from tests.integration.relay.test_table_topics import _table_topic_relay
+from tests.integration.relay._relay import (
+    RelayProcess,
+    queue_drained,
+    terminate,
+    wait_for,
+    write_relay_yml,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,9 +52,14 @@ def test_a_table_removed_by_set_update_does_not_come_back_after_a_reconnect(
         cursor.execute(SCHEMA)
     connection.close()
     install(zookeeper, cluster_name, database, [{"name": "items"}, {"name": "big"}])
-    config, _ = _table_topic_relay(
-        tmp_path, sandbox, prefix=cluster_name, snapshot_chunk_rows=100, writer={"set_topic": False}
-    )
+    config = write_relay_yml(tmp_path, sandbox)
+    document = yaml.safe_load(config.read_text())
+    document["writer"]["configuration"]["set_topic"] = False
+    document["writer"]["configuration"]["table_topics"] = {
+        "prefix": cluster_name,
+        "snapshot_chunk_rows": 100,
+    }
+    config.write_text(yaml.safe_dump(document))
     relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
     try:
         wait_for(lambda: "snapshot of public.big starts" in relay.output(), 120, "big's snapshot")
