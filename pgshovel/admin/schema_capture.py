@@ -40,6 +40,8 @@ def statements(cluster: str) -> list[sql.Composable]:
         "queues": sql.Literal(names.queue_prefix(cluster)),
         "ddl_trigger": sql.Identifier(names.ddl_trigger_name(cluster)),
         "drop_trigger": sql.Identifier(names.drop_trigger_name(cluster)),
+        "rewrite_trigger": sql.Identifier(names.rewrite_trigger_name(cluster)),
+        "rewrites": sql.Literal(names.rewrites_setting(cluster)),
     }
     return [
         sql.SQL(statement.strip()).format(**values)
