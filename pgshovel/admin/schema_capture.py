@@ -50,6 +50,15 @@ def statements(cluster: str) -> list[sql.Composable]:
     ]
 
 
+def forget(cluster: str, set_name: str) -> sql.Composable:
+    """Remove what the schema history holds for the set's queue (from an earlier set of that
+    name): the event triggers read it to tell which names the set captures."""
+    return sql.SQL("DELETE FROM {} WHERE queue = {}").format(
+        sql.Identifier(names.schema_name(cluster), "schema_history"),
+        sql.Literal(names.queue_name(cluster, set_name)),
+    )
+
+
 def announce(cluster: str, set_name: str, schema: str, table: str, command: str) -> sql.Composable:
     """Write the table's current shape into the set's queue (after its triggers are installed)."""
     return sql.SQL("SELECT {}.announce({}, 'announce', {}, false, false, {})").format(
