@@ -49,7 +49,7 @@ CREATE TABLE keyed (id int PRIMARY KEY, code text NOT NULL, n int);
 INSERT INTO vals SELECT g, g, g, CASE WHEN g % 2 = 0 THEN 'sad' ELSE 'ok' END::mood
     FROM generate_series(1, 200) g;
 INSERT INTO parent SELECT g, g FROM generate_series(1, 100) g;
-INSERT INTO child SELECT g, g FROM generate_series(1, 100) g;
+INSERT INTO child SELECT g, g FROM generate_series(1001, 1100) g;
 INSERT INTO quiet SELECT g, g FROM generate_series(1, 100) g;
 INSERT INTO gone SELECT g, g FROM generate_series(1, 100) g;
 INSERT INTO keyed SELECT g, 'c' || g, g FROM generate_series(1, 100) g;
@@ -145,7 +145,7 @@ def test_hidden_row_changes_reach_the_copy_and_stopped_capture_stops_the_relay_u
     # Writes through the parent change its child's rows (the child's triggers capture them).
     run(source, "UPDATE parent SET n = n + 1000 WHERE id % 3 = 0")
     run(source, "DELETE FROM parent WHERE id % 7 = 0")
-    run(source, "INSERT INTO child VALUES (500, 1), (501, 2)")
+    run(source, "INSERT INTO child VALUES (1500, 1), (1501, 2)")
 
     # Capture stops: the set's triggers disabled. The relay stops, naming the remedy.
     run(source, "ALTER TABLE quiet DISABLE TRIGGER ALL")
