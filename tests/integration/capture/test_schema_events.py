@@ -21,7 +21,7 @@ from pgshovel.cluster.sets import parse_set_document
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import SandboxConnection
-from tests.integration.admin._admin import admin, context, execute, ok, write_set
+from tests.integration.admin._admin import admin, context, execute, ok, rows, write_set
 from tests.integration.capture._capture import SET, captured_messages, install, ints
 
 pytestmark = pytest.mark.integration
@@ -286,3 +286,20 @@ def test_a_set_created_again_forgets_the_names_of_the_one_before(
     execute(database, "DROP TABLE t")
     execute(database, "CREATE TABLE t (id int PRIMARY KEY)")
     assert [change.problem for change in changes(database, cluster_name)] == []
+
+
+def test_only_the_owner_may_call_what_writes_schema_events(
+    database: str, cluster_name: str, zookeeper: KazooClient
+) -> None:
+    execute(database, "CREATE TABLE t (id int PRIMARY KEY)")
+    install(zookeeper, cluster_name, database, [{"name": "t"}])
+    public = rows(
+        database,
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+        "WHERE n.nspname = %s AND p.prosecdef "
+        "AND p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype) "
+        "AND EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
+        "WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE') ORDER BY 1",
+        (f"pgshovel_{cluster_name}",),
+    )
+    assert public == []
