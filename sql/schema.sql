@@ -362,7 +362,8 @@ DECLARE
     target oid;
     via_type boolean;
     rewrites text[] := string_to_array(rtrim(current_setting({rewrites}, true), ','), ',');
-    single boolean := rtrim(current_query(), E' \t\r\n;') !~ ';';
+    -- (no statement text known: no statement is plain)
+    single boolean := coalesce(rtrim(current_query(), E' \t\r\n;') !~ ';', false);
     plain_table boolean := single AND current_query() ~* '^\s*alter\s+table\s'
         AND current_query() !~* '\musing\M';
     plain_type boolean := single AND current_query() ~* '^\s*alter\s+type\s'
