@@ -8,6 +8,7 @@ env)"`` points every pgshovel command and configuration at the running sandbox.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -180,7 +181,7 @@ def env(state_dir: Path | None) -> None:
 
 def _restart_command(state_dir: Path) -> str:
     """The ``up`` that brings back everything the sandbox recorded, its Spark cluster too."""
-    command = f"pgshovel-sandbox up --state-dir {state_dir}"
+    command = f"pgshovel-sandbox up --state-dir {shlex.quote(str(state_dir))}"
     try:
         cluster = _spark.load(state_dir)
     except SandboxError:
