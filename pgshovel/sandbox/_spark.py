@@ -179,13 +179,8 @@ def status(state_dir: Path) -> list[DaemonStatus]:
     if cluster is None:
         return []
     return [
-        DaemonStatus(
-            service(process.name),
-            process.pid,
-            process.port,
-            _is_ours(state_dir, process),
-        )
-        for process in cluster.processes()
+        DaemonStatus(service(p.name), p.pid, p.port, _is_ours(state_dir, p))
+        for p in cluster.processes()
     ]
 
 
@@ -215,30 +210,32 @@ def _is_ours(state_dir: Path, process: SparkProcess) -> bool:
 def _reconcile(
     state_dir: Path, workers: int, cores: int, memory: str, timeout: float
 ) -> SparkCluster:
-    """Keep what runs as asked, start what is missing, stop what is not wanted."""
+    """Keep what runs as asked, start what is missing, stop what is not wanted.
+
+    A live daemon is never restarted for answering slowly (a running
+    application would lose its executors): it is waited for instead.
+    """
     previous = load(state_dir)
-    if previous is not None and not (
-        _is_ours(state_dir, previous.master) and _master_status(previous.webui_port)
-    ):
-        stop_recorded(state_dir)
+    if previous is not None and not _is_ours(state_dir, previous.master):
+        stop_recorded(state_dir)  # the master is gone: nothing of the cluster is kept
         previous = None
     if previous is None:
         cluster = _start_master(state_dir, cores, memory, timeout)
     else:
         cluster = dataclasses.replace(previous, cores=cores, memory=memory)
-    wanted = worker_names(workers)
-    alive = alive_worker_ports(_master_status(cluster.webui_port) or {})
+    wanted, shape = worker_names(workers), (workers, cores, memory)
     for name, process in sorted(cluster.workers.items()):
         keep = (
             previous is not None
             and name in wanted
             and (previous.cores, previous.memory) == (cores, memory)
             and _is_ours(state_dir, process)
-            and process.port in alive
         )
         if not keep:
             _stop_daemon(state_dir, name, process.pid)
             cluster = _without(state_dir, cluster, name)
+    kept = {process.port for process in cluster.workers.values()}
+    _await_registered(cluster, kept, timeout)
     missing = [name for name in wanted if name not in cluster.workers]
     if missing:
         # Side by side: each JVM takes seconds to start (more on a loaded machine).
@@ -249,14 +246,25 @@ def _reconcile(
         running = {**cluster.workers, **{process.name: process for process in started}}
         cluster = dataclasses.replace(cluster, workers=running)
         _write_record(state_dir, cluster)
-    logger.info(
-        "spark cluster %s: %d worker(s) of %d core(s), %s",
-        cluster.master_url,
-        workers,
-        cores,
-        memory,
-    )
+    logger.info("spark cluster %s: %d worker(s) of %d core(s), %s", cluster.master_url, *shape)
     return cluster
+
+
+def _await_registered(cluster: SparkCluster, ports: set[int], timeout: float) -> None:
+    """Wait until the master answers ALIVE and lists the workers on ``ports`` as ALIVE."""
+
+    def ready() -> bool:
+        status = _master_status(cluster.webui_port)
+        if status is None or status.get("status") != "ALIVE":
+            return False
+        return ports <= alive_worker_ports(status)
+
+    if not _process.wait_until(ready, timeout, interval=0.5):
+        raise SandboxError(
+            f"the spark master {cluster.master_url} (pid {cluster.master.pid}) does not report "
+            f"itself and its workers alive within {timeout:.0f} s: see {cluster.master.log!r}; "
+            "run 'pgshovel-sandbox spark down', then 'pgshovel-sandbox up --spark-workers N'"
+        )
 
 
 def _start_master(state_dir: Path, cores: int, memory: str, timeout: float) -> SparkCluster:
