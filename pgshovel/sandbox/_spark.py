@@ -37,17 +37,21 @@ from pgshovel.errors import SandboxError
 from pgshovel.sandbox import _children, _process, _state
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._plan import ProcessState
+from pgshovel.sandbox._render import render_properties
 from pgshovel.sandbox._spark_plan import (
     DAEMON_PROPERTIES,
     DEFAULT_WORKER_CORES,
     DEFAULT_WORKER_MEMORY,
     MASTER,
+    PID_FILES,
+    DaemonStatus,
     SparkCluster,
     SparkProcess,
     alive_worker_ports,
     check_memory,
     conf_directory,
     daemon_environment,
+    daemon_of_pid_file,
     master_command,
     master_url,
     properties_path,
@@ -93,13 +97,15 @@ def start(
     with _state.locked(state_dir):
         connection = _connection(state_dir)
         try:
-            cluster = _reconcile(state_dir, workers, cores, memory, timeout)
+            return _reconcile(state_dir, workers, cores, memory, timeout)
         except BaseException:
-            logger.error("spark cluster startup failed: stopping it")
-            stop_recorded(state_dir)
+            logger.error("spark cluster startup failed: stopping what this attempt started")
+            _stop_unrecorded(state_dir)
             raise
-        _record_master(state_dir, connection, cluster.master_url)
-    return cluster
+        finally:
+            with contextlib.suppress(SandboxError):  # sandbox.json names the master that runs
+                running = load(state_dir)
+                _record_master(state_dir, connection, running.master_url if running else "")
 
 
 def stop(state_dir: Path) -> None:
@@ -119,7 +125,7 @@ def stop_recorded(state_dir: Path) -> None:
         logger.warning("stopping the spark daemons the PID files name: %s", error)
         cluster = None
     names = set() if cluster is None else {process.name for process in cluster.processes()}
-    names.update(path.name[len("spark-") : -len(".pid")] for path in state_dir.glob("spark-*.pid"))
+    names.update(daemon_of_pid_file(path.name) for path in state_dir.glob(PID_FILES))
     recorded = {} if cluster is None else {p.name: p.pid for p in cluster.processes()}
     for name in sorted(names - {MASTER}) + ([MASTER] if MASTER in names else []):
         pids = _state.read_pid(_state.pid_file(state_dir, service(name)))
@@ -133,6 +139,23 @@ def stop_recorded(state_dir: Path) -> None:
         logger.info("stopped the spark cluster of %s", state_dir)
     with contextlib.suppress(SandboxError):
         _record_master(state_dir, _connection(state_dir), "")
+
+
+def _stop_unrecorded(state_dir: Path) -> None:
+    """Stop the daemons a PID file names but ``spark.json`` does not: a failed start's."""
+    try:
+        cluster = load(state_dir)
+    except SandboxError:
+        cluster = None
+    recorded = {} if cluster is None else {p.name: p.pid for p in cluster.processes()}
+    for path in state_dir.glob(PID_FILES):
+        name = daemon_of_pid_file(path.name)
+        for pid in _state.read_pid(path) - {recorded.get(name)}:
+            _stop_daemon(state_dir, name, pid)
+        if name in recorded:
+            _state.record_pid(state_dir, service(name), recorded[name])
+        else:
+            path.unlink(missing_ok=True)
 
 
 def terminate(cluster: SparkCluster) -> None:
@@ -161,16 +184,6 @@ def kill_worker(state_dir: Path, name: str) -> SparkProcess:
     _process.wait_until(lambda: not _children.group_alive(process.pid), _children.GRACE, 0.05)
     _process.wait_exited(process.pid, _children.GRACE)
     return process
-
-
-@dataclasses.dataclass(frozen=True)
-class DaemonStatus:
-    """One daemon as ``status`` reports it."""
-
-    name: str
-    pid: int
-    port: int
-    running: bool
 
 
 def status(state_dir: Path) -> list[DaemonStatus]:
@@ -361,8 +374,7 @@ def _stop_daemon(state_dir: Path, name: str, pid: int) -> None:
 def _write_properties(state_dir: Path, name: str) -> Path:
     path = properties_path(state_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{key}={value}\n" for key, value in sorted(DAEMON_PROPERTIES.items()))
-    path.write_text(text, encoding="utf-8")
+    path.write_text(render_properties(DAEMON_PROPERTIES), encoding="utf-8")
     return path
 
 

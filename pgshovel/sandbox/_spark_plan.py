@@ -44,9 +44,18 @@ DAEMON_PROPERTIES: dict[str, str] = {
 _MEMORY = re.compile(r"[1-9][0-9]*[mg]")
 
 
+#: the daemons' PID files in the state directory (``spark-master.pid``, ``spark-worker-1.pid``)
+PID_FILES = "spark-*.pid"
+
+
 def service(name: str) -> str:
     """``spark-master``, ``spark-worker-1``: the name of its log and PID file in the state dir."""
     return f"spark-{name}"
+
+
+def daemon_of_pid_file(file_name: str) -> str:
+    """``spark-worker-1.pid`` -> ``worker-1``."""
+    return file_name.removeprefix("spark-").removesuffix(".pid")
 
 
 def worker_names(count: int) -> list[str]:
@@ -184,6 +193,16 @@ def alive_worker_ports(master_status: Mapping[str, Any]) -> set[int]:
         and worker.get("state") == "ALIVE"
         and isinstance(worker.get("port"), int)
     }
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    """One daemon as ``status`` reports it: ``spark-master``, ``spark-worker-N``."""
+
+    name: str
+    pid: int
+    port: int
+    running: bool
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pgshovel.sandbox._spark_plan import (
     alive_worker_ports,
     check_memory,
     daemon_environment,
+    daemon_of_pid_file,
     master_command,
     master_url,
     properties_path,
@@ -133,6 +134,8 @@ def test_names() -> None:
     assert worker_names(2) == ["worker-1", "worker-2"]
     assert service("master") == "spark-master"
     assert service("worker-2") == "spark-worker-2"
+    assert daemon_of_pid_file("spark-worker-12.pid") == "worker-12"
+    assert daemon_of_pid_file("spark-master.pid") == "master"
 
 
 MASTER_STATUS = {
