@@ -69,13 +69,15 @@ finally:
 """
 
 
-def started_with(settings: dict[str, Any], child: str = CHILD) -> dict[str, Any]:
+def started_with(
+    settings: dict[str, Any], child: str = CHILD, timeout: float = 180
+) -> dict[str, Any]:
     result = subprocess.run(
         [sys.executable, "-c", child, json.dumps(settings)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr
     return dict(json.loads(result.stdout.splitlines()[-1]))
@@ -121,6 +123,7 @@ def test_a_loopback_standalone_master_runs_tasks_on_its_workers_in_this_python(
             },
         },
         ON_THE_CLUSTER,
+        timeout=600,  # two executor JVMs and their Pythons start: slow on a loaded machine
     )
     assert report == {
         "executors": 2,
