@@ -2,8 +2,11 @@
 
 ``pip install pgshovel`` brings the admin, relay and sandbox commands; the
 replication worker (``pgshovel-replicate``) needs the ``spark`` extra
-(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas). ``dev``
-is everything, for working on pgshovel (``make setup``).
+(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas); copies in
+Delta Lake add the ``delta`` extra (delta-rs, no JVM: ``pgshovel[spark,delta]``),
+copies in Iceberg the ``iceberg`` extra (pyiceberg with its SQL catalog on
+SQLite or any SQLAlchemy URL: ``pgshovel[spark,iceberg]``). ``dev`` is
+everything, for working on pgshovel (``make setup``).
 """
 
 import re
@@ -28,6 +31,10 @@ SPARK = [
     "pyarrow>=14",
     "pandas>=2,<3",
 ]
+
+# The table formats (pgshovel/replication/tables), each added to the worker's extra.
+DELTA = ["deltalake>=1.2,<2"]
+ICEBERG = ["pyiceberg[pyarrow,sql-sqlite]>=0.12,<0.13"]
 
 setup(
     name="pgshovel",
@@ -62,8 +69,14 @@ setup(
     ],
     extras_require={
         "spark": SPARK,
+        "delta": DELTA,
+        "iceberg": ICEBERG,
         "dev": [
             *SPARK,
+            *DELTA,
+            *ICEBERG,
+            # An independent reader of the Delta and Iceberg copies in tests (own Rust reader).
+            "polars>=1.20",
             "pytest>=8",
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",
