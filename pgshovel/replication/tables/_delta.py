@@ -94,11 +94,14 @@ class DeltaTables:
         *,
         storage_options: dict[str, str] | None = None,
         change_data_feed: bool = True,
+        prune_by_key_range: bool = True,
     ) -> None:
         self.root = str(root)
         self.app_id = app_id
         self.storage_options = storage_options
         self.change_data_feed = change_data_feed
+        #: bound the merge by the first key column's range (off only to measure what it saves)
+        self.prune_by_key_range = prune_by_key_range
         self._open: dict[str, DeltaTable] = {}
 
     # -- tables ---------------------------------------------------------------------
@@ -180,10 +183,11 @@ class DeltaTables:
         if effect.truncate:
             write_deltalake(table, effect.upserts(), mode="overwrite", commit_properties=properties)
         elif effect.rows.num_rows:
+            keys = effect.rows.select(list(shape.key))
             metrics = (
                 table.merge(
                     effect.rows,
-                    merge_predicate(shape, effect.rows.select(list(shape.key))),
+                    merge_predicate(shape, keys if self.prune_by_key_range else keys.slice(0, 0)),
                     source_alias="s",
                     target_alias="t",
                     commit_properties=properties,

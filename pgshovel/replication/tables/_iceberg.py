@@ -1,0 +1,187 @@
+"""A set's tables as Iceberg tables (pyiceberg, SQL catalog): create, commit, read the position.
+
+The catalog is pyiceberg's SQL catalog: a SQLite file under the warehouse by
+default, or any SQLAlchemy URL. A table is ``<schema>.<table>`` in the catalog
+(namespace = the source schema) and its files live under
+``<warehouse>/<schema>/<table>`` (names escaped as for Delta). One micro-batch
+is one catalog commit per touched table: a transaction that deletes the
+touched keys (every file whose statistics may hold one is rewritten without
+them) and appends the surviving rows — after a TRUNCATE, deletes everything —
+and stores the ``CommitRecord`` twice: in the summary of the transaction's last
+snapshot (the history that time travel searches) and in the table's
+properties (the position, read back even when the micro-batch changed no row
+and made no snapshot). The catalog commit is atomic, so the current snapshot
+jumps from one micro-batch to the next; the delete's snapshot in between stays
+in the history, marked ``pgshovel.step: delete``, and is never chosen by time
+travel (a reader who asks for it by id sees the touched keys missing). A
+micro-batch whose counter the table already holds is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, In, Or
+from pyiceberg.table import Table
+
+from pgshovel.errors import ProgrammingError, SchemaError
+from pgshovel.replication.tables._delta import CommitResult, table_path
+from pgshovel.replication.tables._effect import CommitRecord, NetEffect, stored_schema
+from pgshovel.source import TableShape
+
+__all__ = ["IcebergTables", "key_filter"]
+
+logger = logging.getLogger(__name__)
+
+APP = "pgshovel.app"
+#: Summary property of a snapshot made inside a micro-batch's transaction, not at its end.
+STEP = "pgshovel.step"
+
+
+def key_filter(shape: TableShape, keys: pa.Table) -> BooleanExpression:
+    """An expression matching exactly the rows whose key is in ``keys``."""
+    if len(shape.key) == 1:
+        name = shape.key[0]
+        return In(term=name, literals=set(keys.column(name).to_pylist()))
+    rows = keys.select(list(shape.key)).to_pylist()
+    terms: list[BooleanExpression] = []
+    for row in rows:
+        equal: list[BooleanExpression] = [EqualTo(term=name, value=row[name]) for name in shape.key]
+        terms.append(equal[0] if len(equal) == 1 else And(*equal))
+    return terms[0] if len(terms) == 1 else Or(*terms)
+
+
+class IcebergTables:
+    """The tables of one set (one app id) in one SQL catalog and warehouse."""
+
+    def __init__(
+        self,
+        warehouse: str | Path,
+        app_id: str,
+        *,
+        catalog_uri: str | None = None,
+        catalog_name: str = "pgshovel",
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        self.warehouse = str(warehouse).rstrip("/")
+        self.app_id = app_id
+        uri = catalog_uri or f"sqlite:///{self.warehouse}/catalog.db"
+        if catalog_uri is None:
+            Path(self.warehouse).mkdir(parents=True, exist_ok=True)
+        self.catalog: Catalog = SqlCatalog(
+            catalog_name, uri=uri, warehouse=self.warehouse, **(properties or {})
+        )
+
+    # -- tables ---------------------------------------------------------------------
+
+    @staticmethod
+    def identifier(shape: TableShape) -> tuple[str, str]:
+        return (shape.schema, shape.name)
+
+    def location(self, shape: TableShape) -> str:
+        return table_path(self.warehouse, shape.schema, shape.name)
+
+    def exists(self, shape: TableShape) -> bool:
+        return bool(self.catalog.table_exists(self.identifier(shape)))
+
+    def table(self, shape: TableShape) -> Table:
+        try:
+            return self.catalog.load_table(self.identifier(shape))
+        except NoSuchTableError as error:
+            raise ProgrammingError(
+                f"iceberg table of {shape.qualified!r} does not exist in the catalog; "
+                "create it first"
+            ) from error
+
+    def create(self, shape: TableShape) -> Table:
+        """Create the (empty) table unless it exists."""
+        dotted = [name for name in shape.key if "." in name]
+        if dotted:
+            raise SchemaError(
+                f"table {shape.qualified!r}: key columns {dotted!r} contain '.', which pyiceberg's "
+                "row filters read as a nested field, so rows cannot be matched by key; rename "
+                "them in the source, or replicate this table to Delta Lake or PostgreSQL"
+            )
+        self.catalog.create_namespace_if_not_exists((shape.schema,))
+        if self.exists(shape):
+            return self.table(shape)
+        table = self.catalog.create_table(
+            self.identifier(shape),
+            schema=stored_schema(shape),
+            location=self.location(shape),
+            properties={APP: self.app_id, "format-version": "2"},
+        )
+        logger.info("created iceberg table %s at %s", shape.qualified, self.location(shape))
+        return table
+
+    # -- commits --------------------------------------------------------------------
+
+    def _check_app(self, shape: TableShape, properties: dict[str, Any]) -> None:
+        owner = properties.get(APP)
+        if owner is not None and owner != self.app_id:
+            raise ProgrammingError(
+                f"iceberg table {shape.qualified!r} is written by {owner!r}, not {self.app_id!r}; "
+                "one set (app id) writes a table"
+            )
+
+    def last_commit(self, shape: TableShape) -> CommitRecord | None:
+        """The record of the last micro-batch the table holds (from its properties)."""
+        properties = dict(self.table(shape).properties)
+        self._check_app(shape, properties)
+        return CommitRecord.from_properties(properties)
+
+    def counter(self, shape: TableShape) -> int | None:
+        record = self.last_commit(shape)
+        return None if record is None else record.counter
+
+    def commit(self, effect: NetEffect, record: CommitRecord) -> CommitResult:
+        """Apply ``effect`` in one catalog commit carrying ``record`` (skipped if held)."""
+        started = time.perf_counter()
+        shape = effect.shape
+        table = self.table(shape)
+        properties = dict(table.properties)
+        self._check_app(shape, properties)
+        held = CommitRecord.from_properties(properties)
+        if held is not None and held.counter >= record.counter:
+            logger.info(
+                "iceberg table %s already holds micro-batch %d (it holds %d); skipped",
+                shape.qualified,
+                record.counter,
+                held.counter,
+            )
+            return CommitResult(shape.qualified, record.counter, None)
+        summary = record.to_properties()
+        upserts = effect.upserts()
+        # The delete's snapshot is the last one only when nothing is appended after it; a
+        # snapshot in between is marked as such and never chosen by time travel.
+        deleting = summary if not upserts.num_rows else {STEP: "delete"}
+        with table.transaction() as transaction, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Delete operation did not match any records")
+            if effect.truncate:
+                transaction.delete(AlwaysTrue(), snapshot_properties=deleting)
+            elif effect.rows.num_rows:
+                keys = effect.rows.select(list(shape.key))
+                transaction.delete(key_filter(shape, keys), snapshot_properties=deleting)
+            if upserts.num_rows:
+                transaction.append(upserts, snapshot_properties=summary)
+            transaction.set_properties(summary)
+        table = self.table(shape)
+        snapshot = table.current_snapshot()
+        return CommitResult(
+            shape.qualified,
+            record.counter,
+            None if snapshot is None else snapshot.snapshot_id,
+            seconds=time.perf_counter() - started,
+        )
+
+    def read(self, shape: TableShape, snapshot_id: int | None = None) -> pa.Table:
+        """The table's rows (at ``snapshot_id``), through pyiceberg's scan."""
+        return self.table(shape).scan(snapshot_id=snapshot_id).to_arrow()
