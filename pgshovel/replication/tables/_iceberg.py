@@ -4,59 +4,57 @@ The catalog is pyiceberg's SQL catalog: a SQLite file under the warehouse by
 default, or any SQLAlchemy URL. A table is ``<schema>.<table>`` in the catalog
 (namespace = the source schema) and its files live under
 ``<warehouse>/<schema>/<table>`` (names escaped as for Delta). One micro-batch
-is one catalog commit per touched table: a transaction that deletes the
-touched keys (every file whose statistics may hold one is rewritten without
-them) and appends the surviving rows — after a TRUNCATE, deletes everything —
-and stores the ``CommitRecord`` twice: in the summary of the transaction's last
-snapshot (the history that time travel searches) and in the table's
-properties (the position, read back even when the micro-batch changed no row
-and made no snapshot). The catalog commit is atomic, so the current snapshot
-jumps from one micro-batch to the next; the delete's snapshot in between stays
-in the history, marked ``pgshovel.step: delete``, and is never chosen by time
-travel (a reader who asks for it by id sees the touched keys missing). A
-micro-batch whose counter the table already holds is skipped.
+is one catalog commit holding one snapshot per touched table: the files whose
+statistics overlap the first key column's range are read, those holding a
+touched key are replaced by their other rows, and the surviving rows of the
+net effect are added (``_iceberg_files``) — after a TRUNCATE, every file is
+removed instead. The ``CommitRecord`` is stored twice: in the snapshot's
+summary (the history that time travel searches) and in the table's properties
+(the position, read back even when the micro-batch changed no row and made no
+snapshot). A micro-batch whose counter the table already holds is skipped.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, In, Or
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    GreaterThanOrEqual,
+    LessThanOrEqual,
+)
 from pyiceberg.table import Table
 
 from pgshovel.errors import ProgrammingError, SchemaError
+from pgshovel.replication.tables import _iceberg_files
 from pgshovel.replication.tables._delta import CommitResult, table_path
 from pgshovel.replication.tables._effect import CommitRecord, NetEffect, stored_schema
+from pgshovel.replication.targets._parquet_tables import is_in_keys
 from pgshovel.source import TableShape
 
-__all__ = ["IcebergTables", "key_filter"]
+__all__ = ["IcebergTables"]
 
 logger = logging.getLogger(__name__)
 
 APP = "pgshovel.app"
-#: Summary property of a snapshot made inside a micro-batch's transaction, not at its end.
-STEP = "pgshovel.step"
 
 
-def key_filter(shape: TableShape, keys: pa.Table) -> BooleanExpression:
-    """An expression matching exactly the rows whose key is in ``keys``."""
-    if len(shape.key) == 1:
-        name = shape.key[0]
-        return In(term=name, literals=set(keys.column(name).to_pylist()))
-    rows = keys.select(list(shape.key)).to_pylist()
-    terms: list[BooleanExpression] = []
-    for row in rows:
-        equal: list[BooleanExpression] = [EqualTo(term=name, value=row[name]) for name in shape.key]
-        terms.append(equal[0] if len(equal) == 1 else And(*equal))
-    return terms[0] if len(terms) == 1 else Or(*terms)
+def _bounds(shape: TableShape, keys: pa.Table) -> BooleanExpression:
+    # The files a micro-batch reads: those whose statistics overlap the first key's range.
+    first = shape.key[0]
+    extremes = pc.min_max(keys.column(first))
+    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    return And(GreaterThanOrEqual(term=first, value=low), LessThanOrEqual(term=first, value=high))
 
 
 class IcebergTables:
@@ -159,19 +157,23 @@ class IcebergTables:
             )
             return CommitResult(shape.qualified, record.counter, None)
         summary = record.to_properties()
-        upserts = effect.upserts()
-        # The delete's snapshot is the last one only when nothing is appended after it; a
-        # snapshot in between is marked as such and never chosen by time travel.
-        deleting = summary if not upserts.num_rows else {STEP: "delete"}
-        with table.transaction() as transaction, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Delete operation did not match any records")
+        read = 0
+        with table.transaction() as transaction:
+            change = _iceberg_files.FileChange(transaction, table)
             if effect.truncate:
-                transaction.delete(AlwaysTrue(), snapshot_properties=deleting)
+                change.remove(task.file for task in _iceberg_files.plan(table, AlwaysTrue()))
             elif effect.rows.num_rows:
                 keys = effect.rows.select(list(shape.key))
-                transaction.delete(key_filter(shape, keys), snapshot_properties=deleting)
-            if upserts.num_rows:
-                transaction.append(upserts, snapshot_properties=summary)
+                tasks = _iceberg_files.plan(table, _bounds(shape, keys))
+                for task in tasks:
+                    rows = _iceberg_files.read(transaction, table, [task])
+                    touched = is_in_keys(rows, keys, shape.key)
+                    if pc.any(touched).as_py():
+                        change.remove([task.file])
+                        change.write(rows.filter(pc.invert(touched)))
+                read = len(tasks)
+            change.write(effect.upserts())
+            _iceberg_files.replace(change, summary)
             transaction.set_properties(summary)
         table = self.table(shape)
         snapshot = table.current_snapshot()
@@ -179,6 +181,7 @@ class IcebergTables:
             shape.qualified,
             record.counter,
             None if snapshot is None else snapshot.snapshot_id,
+            files_scanned=read,
             seconds=time.perf_counter() - started,
         )
 

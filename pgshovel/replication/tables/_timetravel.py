@@ -10,8 +10,7 @@ committed — never before it (read-your-writes for the warehouse). None means
 no version holds the transaction yet (or the log no longer holds versions old
 enough to tell: Delta's log retention, expired Iceberg snapshots; the answer is
 then the oldest version left that holds it). Commits without a record (a
-maintenance commit of another tool) are skipped; Iceberg snapshots made inside
-a micro-batch's transaction carry no record and are never returned.
+maintenance commit of another tool) are skipped.
 """
 
 from __future__ import annotations
