@@ -203,8 +203,17 @@ def main() -> None:
                         "--pattern",
                         pattern,
                     ]
-                    output = subprocess.run(command, check=True, capture_output=True, text=True)
+                    output = subprocess.run(command, capture_output=True, text=True)
+                    if output.returncode != 0:  # a benchmark reports, it never fails
+                        print(
+                            f"| {kind} | {variant} | {pattern} | {rows:,} | not measured: "
+                            f"{output.stderr.strip().splitlines()[-1:]} | | |",
+                            flush=True,
+                        )
+                        continue
                     results[rows] = json.loads(output.stdout.splitlines()[-1])
+            if arguments.small not in results:
+                continue
             small = statistics.median(results[arguments.small]["seconds"])
             for rows, result in results.items():
                 median = statistics.median(result["seconds"])

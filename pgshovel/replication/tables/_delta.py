@@ -25,16 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Field, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from pgshovel.errors import ProgrammingError
+from pgshovel.replication.tables import _evolve
 from pgshovel.replication.tables._effect import (
     DELETED,
     CommitRecord,
     NetEffect,
     stored_schema,
 )
+from pgshovel.replication.tables._evolution import Defaults, Evolution
 from pgshovel.replication.tables._predicates import merge_predicate
 from pgshovel.source import TableShape
 
@@ -163,8 +165,19 @@ class DeltaTables:
         """The counter of the last micro-batch the table holds (None: none yet)."""
         return self.table(shape).transaction_version(self.app_id)
 
-    def commit(self, effect: NetEffect, record: CommitRecord) -> CommitResult:
-        """Apply ``effect`` as one commit carrying ``record`` (skipped if already held)."""
+    def commit(
+        self,
+        effect: NetEffect,
+        record: CommitRecord,
+        evolution: Evolution | None = None,
+        defaults: Defaults | None = None,
+    ) -> CommitResult:
+        """Apply ``effect`` as one commit carrying ``record`` (skipped if already held).
+
+        With ``evolution`` (the table's shape changed in this micro-batch; ``effect`` is in
+        the new shape): added columns that existing rows leave NULL join the MERGE (schema
+        merge); any other change rewrites the table in the same single commit (``_evolve``).
+        """
         started = time.perf_counter()
         shape = effect.shape
         table = self.table(shape)
@@ -180,8 +193,27 @@ class DeltaTables:
         before = table.version()
         properties = self._properties(record)
         scanned = skipped = 0
-        if effect.truncate:
-            write_deltalake(table, effect.upserts(), mode="overwrite", commit_properties=properties)
+        merge_schema = evolution is not None and evolution.changed
+        if evolution is not None and (evolution.rewrites or evolution.key_lost):
+            write_deltalake(
+                table,
+                _evolve.rewritten_rows(table, evolution, effect, defaults or {}),
+                mode="overwrite",
+                schema_mode="overwrite",
+                commit_properties=properties,
+            )
+        elif effect.truncate:
+            write_deltalake(
+                table,
+                effect.upserts(),
+                mode="overwrite",
+                schema_mode="overwrite" if merge_schema else None,
+                commit_properties=properties,
+            )
+        elif evolution is not None and merge_schema and not effect.rows.num_rows:
+            added = stored_schema(shape)
+            fields = [Field.from_arrow(added.field(name)) for name in evolution.added]
+            table.alter.add_columns(fields, commit_properties=properties)
         elif effect.rows.num_rows:
             keys = effect.rows.select(list(shape.key))
             metrics = (
@@ -190,6 +222,7 @@ class DeltaTables:
                     merge_predicate(shape, keys if self.prune_by_key_range else keys.slice(0, 0)),
                     source_alias="s",
                     target_alias="t",
+                    merge_schema=merge_schema,
                     commit_properties=properties,
                 )
                 .when_matched_delete(f"s.{DELETED}")

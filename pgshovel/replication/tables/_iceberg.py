@@ -36,9 +36,10 @@ from pyiceberg.expressions import (
 from pyiceberg.table import Table
 
 from pgshovel.errors import ProgrammingError, SchemaError
-from pgshovel.replication.tables import _iceberg_files
+from pgshovel.replication.tables import _evolve, _iceberg_files
 from pgshovel.replication.tables._delta import CommitResult, table_path
 from pgshovel.replication.tables._effect import CommitRecord, NetEffect, stored_schema
+from pgshovel.replication.tables._evolution import Defaults, Evolution
 from pgshovel.replication.targets._parquet_tables import is_in_keys
 from pgshovel.source import TableShape
 
@@ -140,8 +141,18 @@ class IcebergTables:
         record = self.last_commit(shape)
         return None if record is None else record.counter
 
-    def commit(self, effect: NetEffect, record: CommitRecord) -> CommitResult:
-        """Apply ``effect`` in one catalog commit carrying ``record`` (skipped if held)."""
+    def commit(
+        self,
+        effect: NetEffect,
+        record: CommitRecord,
+        evolution: Evolution | None = None,
+        defaults: Defaults | None = None,
+    ) -> CommitResult:
+        """Apply ``effect`` in one catalog commit carrying ``record`` (skipped if held).
+
+        With ``evolution`` (the table's shape changed in this micro-batch; ``effect`` is in
+        the new shape) the schema update is part of the same commit (``_evolve``).
+        """
         started = time.perf_counter()
         shape = effect.shape
         table = self.table(shape)
@@ -159,9 +170,13 @@ class IcebergTables:
         summary = record.to_properties()
         read = 0
         with table.transaction() as transaction:
+            if evolution is not None and evolution.changed:
+                _evolve.update_iceberg_schema(transaction, evolution)
             change = _iceberg_files.FileChange(transaction, table)
-            if effect.truncate:
+            if effect.truncate or (evolution is not None and evolution.key_lost):
                 change.remove(task.file for task in _iceberg_files.plan(table, AlwaysTrue()))
+            elif evolution is not None and evolution.filled:
+                read = _evolve.rewrite_iceberg_files(change, evolution, effect, defaults or {})
             elif effect.rows.num_rows:
                 keys = effect.rows.select(list(shape.key))
                 tasks = _iceberg_files.plan(table, _bounds(shape, keys))
