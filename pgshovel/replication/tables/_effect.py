@@ -86,6 +86,9 @@ class NetEffect:
     shape: TableShape
     rows: pa.Table
     truncate: bool = False
+    #: the TRUNCATE's source transaction and time (µs since the epoch), for histories
+    truncate_txid: int | None = None
+    truncate_time: int | None = None
 
     def __post_init__(self) -> None:
         expected = effect_schema(self.shape)
