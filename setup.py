@@ -3,10 +3,9 @@
 ``pip install pgshovel`` brings the admin, relay and sandbox commands; the
 replication worker (``pgshovel-replicate``) needs the ``spark`` extra
 (``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas); copies in
-Delta Lake add the ``delta`` extra (delta-rs, no JVM: ``pgshovel[spark,delta]``),
-copies in Iceberg the ``iceberg`` extra (pyiceberg with its SQL catalog on
-SQLite or any SQLAlchemy URL: ``pgshovel[spark,iceberg]``). ``dev`` is
-everything, for working on pgshovel (``make setup``).
+Delta Lake and Iceberg add the ``tables`` extra (delta-rs, no JVM; pyiceberg
+with its SQL catalog on SQLite or any SQLAlchemy URL: ``pgshovel[spark,tables]``).
+``dev`` is everything, for working on pgshovel (``make setup``).
 """
 
 import re
@@ -32,9 +31,10 @@ SPARK = [
     "pandas>=2,<3",
 ]
 
-# The table formats (pgshovel/replication/tables), each added to the worker's extra.
-DELTA = ["deltalake>=1.2,<2"]
-ICEBERG = ["pyiceberg[pyarrow,sql-sqlite]>=0.12,<0.13"]
+# The table formats (pgshovel/replication/tables), added to the worker's extra. One extra
+# for both: the library shares its commit, recovery and maintenance code between them.
+# pyiceberg is pinned to a minor version: the commit path uses its file-level API.
+TABLES = ["deltalake>=1.2,<2", "pyiceberg[pyarrow,sql-sqlite]>=0.12,<0.13"]
 
 setup(
     name="pgshovel",
@@ -69,12 +69,10 @@ setup(
     ],
     extras_require={
         "spark": SPARK,
-        "delta": DELTA,
-        "iceberg": ICEBERG,
+        "tables": TABLES,
         "dev": [
             *SPARK,
-            *DELTA,
-            *ICEBERG,
+            *TABLES,
             # An independent reader of the Delta and Iceberg copies in tests (own Rust reader).
             "polars>=1.20",
             "pytest>=8",
