@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -72,17 +73,14 @@ def test_a_crash_at_each_point_of_a_commit_is_recovered_exactly(
     assert report["resumed_after"] == counter - 1
     assert report["reapplied"]  # the crashed micro-batch was applied again to its tables
     assert_exact(kind, tmp_path)
+    if crash.startswith("files") and kind == "delta":
+        # The data file the crashed MERGE left is read by nobody (above) and vacuumed.
+        assert_strays_vacuumed(child.open_tables(kind, tmp_path))
+        assert_exact(kind, tmp_path)
 
 
-@pytest.mark.slow
-def test_data_files_a_crashed_delta_commit_left_are_never_read_and_vacuum_removes_them(
-    tmp_path: Path,
-) -> None:
-    assert run("delta", tmp_path, "files:2").returncode == 9
-    assert run("delta", tmp_path).returncode == 0
-    assert_exact("delta", tmp_path)  # the stray file holds rows; the reads above ignore it
-    tables = child.open_tables("delta", tmp_path)
-    strays = []
+def assert_strays_vacuumed(tables: Any) -> None:
+    strays: list[str] = []
     for table in child.SHAPES:
         path = Path(tables.path(table))
         referenced = {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
@@ -94,7 +92,6 @@ def test_data_files_a_crashed_delta_commit_left_are_never_read_and_vacuum_remove
         )
     left = set().union(*(data_files_on_disk(Path(tables.path(t))) for t in child.SHAPES))
     assert not left & set(strays)
-    assert_exact("delta", tmp_path)
 
 
 @pytest.mark.slow
@@ -105,7 +102,7 @@ def test_sigkill_at_random_moments_never_loses_or_repeats_a_change(
     rng = random.Random(kind)
     command = [sys.executable, "-m", "tests.unit.replication.tables._crash_child", kind]
     command += [str(tmp_path), str(LAST)]
-    for _ in range(3):
+    for _ in range(2):
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
