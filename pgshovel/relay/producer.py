@@ -13,10 +13,14 @@ librdkafka's framing) is refused *before* it is queued, with
 ``MessageTooLarge``: a data fault, not an outage, so the relay follows
 ``on_error`` instead of retrying forever, and nothing produced after it exists.
 ``produce_values`` checks every message of a call before it queues the first,
-so the set topic gets all of them or none. A broker whose own limit is lower
-than the producer's refuses the message after it was sent: the delivery report
-raises ``MessageTooLarge`` too, but the producer then holds an uncertain tail
-and drops it (``dropped``), as after an outage.
+so the set topic gets all of them or none. A message larger than every broker
+takes with its defaults (allowed by a raised ``message.max.bytes``) is sent
+alone: what was produced before it is acknowledged first, and nothing after it
+is queued until it is. A broker whose own limit is still lower then refuses
+it with nothing after it sent, so the set topic's sequence has no gap: the
+delivery report raises ``MessageTooLarge`` with ``dropped`` (the producer
+dropped its queue, as after an outage) and the relay abandons the batch under
+a new publisher identity.
 
 After any failure the producer purges what it still holds (``reset``) and the
 next call connects again (``generation`` counts the connections).
@@ -54,6 +58,9 @@ _LEGACY_FLAGS = {"false", "0", "no", "off"}
 FRAMING_BYTES = 36
 #: librdkafka's default ``message.max.bytes``.
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
+#: The largest key plus value every broker takes with its defaults (Kafka 0.9 and later):
+#: a larger message (a raised ``message.max.bytes``) is sent alone (``_produce_alone``).
+SAFE_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_BYTES - FRAMING_BYTES
 #: How long the producer waits for the cluster's topic list.
 METADATA_SECONDS = 30.0
 #: How long the producer waits for the admin API to create a topic.
@@ -215,9 +222,20 @@ class KafkaProducer:
                 self.reset()
                 raise BrokerUnavailable(f"kafka produce to {topic!r} failed: {error}") from error
 
+    def _produce_alone(self, topic: str, value: bytes | None, key: bytes | None) -> None:
+        """Send a message larger than a broker takes by default on its own: everything
+        before it acknowledged first, nothing after it queued until it is acknowledged. A
+        broker that refuses it then leaves no gap in the set topic's sequence."""
+        self.flush()
+        self._produce(self.connection(), topic, value, key)
+        self.flush()
+
     def produce(self, topic: str, value: bytes | None, key: bytes | None = None) -> int:
         """Queue one message (``value`` None: a tombstone); returns its size in bytes."""
         size = self._check_size(topic, key, value)
+        if size > SAFE_MESSAGE_BYTES:
+            self._produce_alone(topic, value, key)
+            return size
         self._produce(self.connection(), topic, value, key)
         if self._failure is not None:
             self.raise_failure()
@@ -233,6 +251,11 @@ class KafkaProducer:
         produce = producer.produce
         callback = self._delivered
         for value in values:
+            if len(value) > SAFE_MESSAGE_BYTES:
+                self._produce_alone(topic, value, None)
+                producer = self.connection()
+                produce = producer.produce
+                continue
             try:
                 produce(topic, value, on_delivery=callback)
             except (BufferError, KafkaException):
