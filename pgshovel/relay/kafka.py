@@ -146,9 +146,8 @@ class KafkaWriter:
             self._bytes += self._pending
             self._pending = 0
             follow_up = sum(output.acknowledged() for output in self.outputs)
-            if follow_up:
-                producer.flush()
-                self._bytes += follow_up
+            producer.flush()  # returns at once when the outputs produced nothing more
+            self._bytes += follow_up
         except BrokerUnavailable:
             self.reset()
             raise
