@@ -243,15 +243,16 @@ class KafkaProducer:
 
     def produce_values(self, topic: str, values: Sequence[bytes]) -> int:
         """Queue keyless ``values`` in order, all or none; returns their size in bytes."""
-        check = self._check_size
-        size = 0
-        for value in values:
-            size += check(topic, None, value)
+        lengths = list(map(len, values))
+        largest = max(lengths, default=0)
+        if largest > self.max_message_bytes:
+            self._check_size(topic, None, values[lengths.index(largest)])
         producer = self.connection()
         produce = producer.produce
         callback = self._delivered
+        alone = largest > SAFE_MESSAGE_BYTES
         for value in values:
-            if len(value) > SAFE_MESSAGE_BYTES:
+            if alone and len(value) > SAFE_MESSAGE_BYTES:
                 self._produce_alone(topic, value, None)
                 producer = self.connection()
                 produce = producer.produce
@@ -264,7 +265,7 @@ class KafkaProducer:
                 break
         producer.poll(0)
         self.raise_failure()
-        return size
+        return sum(lengths)
 
     # -- delivery -----------------------------------------------------------------
 

@@ -77,21 +77,43 @@ def test_a_set_topic_message_over_the_producer_limit_stops_before_anything_of_th
     writer.reset()
 
 
-def test_raising_the_producer_limit_lets_the_message_through(
+def test_raising_the_producer_limit_lets_the_message_through_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With a raised limit a large message goes out, alone: what precedes it is acknowledged
+    before it is produced, and what follows only after it is (librdkafka's in-process mock
+    cluster stands in for the broker)."""
     monkeypatch.setattr(producer_module, "topic_partitions", lambda *_arguments: 1)
     writer = KafkaWriter(
         "127.0.0.1:9",
         topic="c.s",
-        properties={"message.max.bytes": 4_000_000},
-        flush_timeout=0.2,
+        properties={"message.max.bytes": 4_000_000, "test.mock.num.brokers": 1},
+        flush_timeout=30.0,
     )
-    produced = produced_topics(writer, monkeypatch)
-    writer.push([big_insert(2_000_000)])
-    drain(writer)
-    assert produced == ["c.s"]
-    writer.reset()
+    events: list[str] = []
+    monkeypatch.setattr(
+        writer.producer,
+        "_delivered",
+        lambda error, message: events.append(
+            f"acked {len(message.value())}" if error is None else str(error)
+        ),
+    )
+    flush = writer.producer.flush
+
+    def recorded_flush() -> None:
+        events.append("flush")
+        flush()
+
+    monkeypatch.setattr(writer.producer, "flush", recorded_flush)
+    small = len(small_insert().SerializeToString())
+    big = len(big_insert(2_000_000).SerializeToString())
+    writer.push([small_insert(), big_insert(2_000_000), small_insert()])
+    writer.flush()
+    # The first small message is acknowledged before the big one is produced, the big one
+    # before anything after it; the last small one with the batch's flush.
+    assert events[:4] == ["flush", f"acked {small}", "flush", f"acked {big}"], events
+    assert events[4:].count(f"acked {small}") == 1 and events[-1] == "flush", events
+    writer.close()
 
 
 def test_a_table_topic_record_over_the_limit_names_its_table_and_key(
