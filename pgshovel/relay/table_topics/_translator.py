@@ -12,7 +12,7 @@ returns, in order, and reads a topic back for a TRUNCATE.
   compaction and the producer's key partitioner keep per-key order.
 * Value, ``format: json``: the row as typed JSON (``pgshovel.stream.typed_json``);
   a DELETE is a tombstone (null value). ``format: debezium``: Debezium's
-  envelope (``pgshovel.relay.debezium``); a DELETE is a ``d`` event followed by a
+  envelope (``pgshovel.relay.table_topics._debezium``); a DELETE is a ``d`` event followed by a
   tombstone, as Debezium sends them.
 * An UPDATE that changes the key: the old key is deleted as above, then the
   new row is sent as an insert (``c``), as Debezium does.
