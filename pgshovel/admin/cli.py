@@ -25,7 +25,7 @@ from pgshovel.admin.twophase import execute
 from pgshovel.cluster import names, requests, security, zookeeper
 from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import ConfigurationError, NoSuchTransaction
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
@@ -249,7 +249,7 @@ def set_failover(
 
 @set_group.command("wait")
 @click.argument("name")
-@click.argument("txid", type=click.IntRange(min=1))
+@click.argument("txid", metavar="TXID")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
@@ -258,17 +258,29 @@ def set_failover(
     help="Seconds to wait.",
 )
 @click.pass_obj
-def set_wait(options: GlobalOptions, name: str, txid: int, timeout: float) -> None:
+def set_wait(options: GlobalOptions, name: str, txid: str, timeout: float) -> None:
     """Wait until source transaction TXID (txid_current()) is applied in every copy of NAME.
 
-    Exit 0 when every running worker's copy holds it, 1 on timeout, 2 at once
-    when the transaction rolled back in the source (it will never be applied).
+    \b
+    Exit status:
+      0  every running worker's copy holds it
+      1  timed out (or another error, one line on stderr)
+      2  the transaction rolled back in the source: it will never be applied
+      3  TXID is no transaction the source gave (not 1 to 2^63-1, or in its future)
+    2 and 3 come at once. A mistyped option is a usage error (exit 2, 'Usage:').
     """
     names.validate_set_name(name)
-    with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
-        store = zookeeper.ClusterStore(client, options.cluster)
-        source = connections.get(store.read_set(name).value.database.dsn)
-        status, message = set_waiting.wait(client, source, options.cluster, name, txid, timeout)
+    try:
+        number = set_waiting.parse_txid(txid)
+        with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
+            store = zookeeper.ClusterStore(client, options.cluster)
+            source = connections.get(store.read_set(name).value.database.dsn)
+            status, message = set_waiting.wait(
+                client, source, options.cluster, name, number, timeout
+            )
+    except NoSuchTransaction as error:
+        click.echo(f"error: {error}", err=True)
+        click.get_current_context().exit(set_waiting.NO_SUCH_TRANSACTION)
     click.echo(message)
     click.get_current_context().exit(status)
 
