@@ -16,7 +16,16 @@ import click
 from kazoo.client import KazooClient
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
-from pgshovel.admin import acls, catalog, failover, grants, inspect, planning, tail
+from pgshovel.admin import (
+    acls,
+    catalog,
+    failover,
+    failover_identity,
+    grants,
+    inspect,
+    planning,
+    tail,
+)
 from pgshovel.admin import requests as admin_requests
 from pgshovel.admin import wait as set_waiting
 from pgshovel.admin.connections import Connections
@@ -25,7 +34,7 @@ from pgshovel.admin.twophase import execute
 from pgshovel.cluster import names, requests, security, zookeeper
 from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
-from pgshovel.errors import ConfigurationError, NoSuchTransaction
+from pgshovel.errors import NoSuchTransaction
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
@@ -183,8 +192,10 @@ set_update = set_group.command("update")(
 @click.option(
     "--accept-divergence",
     is_flag=True,
-    help="The relay reported that the stream holds batches DSN never received: give DSN a new "
-    "node id so its batches are not taken for those; then run 'set verify --repair'.",
+    help="The relay reported that the stream holds batches DSN never received: give DSN (also "
+    "when the set points at it already) a new node id so its batches are not taken for "
+    "those; then restart the relay and run 'set verify --repair' (and 'set resnapshot' of the "
+    "tables without a key), as the relay's message lists them.",
 )
 @click.option(
     "--timeout",
@@ -208,7 +219,11 @@ def set_failover(
     """Move set NAME to DSN, a physical standby of its database (see README "Source failover").
 
     Capture goes on there with the same queue, node id and batch ids; the relay
-    and the worker follow without a restart.
+    and the worker follow without a restart. Refused, with the reason: a DSN
+    that is not a physical copy of the set's database (another cluster, a
+    CREATE DATABASE ... TEMPLATE clone), the set's database itself, and a
+    promoted copy while the old primary still takes writes (fence or stop it
+    first).
     """
     names.validate_set_name(name)
     with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
@@ -216,11 +231,12 @@ def set_failover(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
         )
         old_dsn = context.store.read_set(name).value.database.dsn
-        if failover.identity(context, name, new_dsn):
-            if not promote:
-                raise ConfigurationError(
-                    "the new database is a standby in recovery: pass --promote, or promote it first"
-                )
+        target = failover_identity.identity(
+            context, name, new_dsn, promote=promote, accept_divergence=accept_divergence
+        )
+        if target.note:
+            click.echo(f"note: {target.note}")
+        if target.standby:
             if dry_run:
                 click.echo(
                     "plan: point the set at the standby, wait for its relay to leave the old "
