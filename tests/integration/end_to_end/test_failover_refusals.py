@@ -112,7 +112,9 @@ def test_a_move_interrupts_a_batch_held_back_for_a_cut_off_standby(
         assert "two writable histories" in output, output
         assert run.dsn(zookeeper) == primary.dsn()
         # The remedy as printed: fence the old primary (its writers move to the new one).
-        fence = re.search(r"\(there, as a superuser: ([^)]*)\)", output)
+        fence = re.search(
+            r"as a superuser: (ALTER SYSTEM [^;]+; SELECT pg_reload_conf\(\))", output
+        )
         assert fence is not None, output
         execute(primary.dsn(), *fence.group(1).split("; "))
         output = run.failover(standby)
