@@ -154,34 +154,42 @@ def divergence_remedy(
     """The commands that end a divergence, each runnable as printed (README "Source
     failover", unplanned): a new node id for this database, a relay restart, then the copies
     repaired — keyed tables by ``set verify --repair``, tables without a key copied again
-    (their copies may also receive again changes they hold)."""
+    (``set verify`` compares them but cannot repair them, and their copies may also receive
+    again changes they hold)."""
     admin = f"pgshovel-admin --cluster {shlex.quote(cluster)}"
     shown = mask_dsn(dsn) if has_password(dsn) else dsn
-    unkeyed = []
+    keyed, unkeyed = [], []
     with translating("reading which tables of the set have no key"):
         with connection.cursor() as cursor:
             for table in configuration.tables:
-                if table.key_columns:
-                    continue
-                name = sql.Identifier(table.schema, table.name).as_string(connection)
-                cursor.execute(_WITHOUT_PRIMARY_KEY, (name, name))
-                row = cursor.fetchone()
-                if row is not None and row[0]:
-                    unkeyed.append(f"{table.schema}.{table.name}")
+                name = f"{table.schema}.{table.name}"
+                if not table.key_columns:
+                    quoted = sql.Identifier(table.schema, table.name).as_string(connection)
+                    cursor.execute(_WITHOUT_PRIMARY_KEY, (quoted, quoted))
+                    row = cursor.fetchone()
+                    if row is not None and row[0]:
+                        unkeyed.append(name)
+                        continue
+                keyed.append(name)
         connection.rollback()
-    text = (
+    steps = [
         f"run `{admin} set failover {set_name} --to {shlex.quote(shown)} --accept-divergence` "
-        "(a new node id for this database), restart the relay, then "
-        f"`{admin} set verify {set_name} --repair` (removes from the copies the changes this "
-        "database lost)"
-    )
+        "(a new node id for this database)",
+        "restart the relay",
+    ]
+    if keyed:
+        tables = " ".join(shlex.quote(table) for table in keyed) + " " if unkeyed else ""
+        steps.append(
+            f"`{admin} set verify {set_name} {tables}--repair` (removes from the copies the "
+            "changes this database lost)"
+        )
     if unkeyed:
         tables = " ".join(shlex.quote(table) for table in unkeyed)
-        text += (
-            f" and `{admin} set resnapshot {set_name} {tables}` (tables without a key: their "
-            "copies may also receive again changes they hold)"
+        steps.append(
+            f"`{admin} set resnapshot {set_name} {tables}` (tables without a key: their copies "
+            "may also hold changes this database lost, or receive again changes they hold)"
         )
-    return text
+    return ", then ".join(steps)
 
 
 class StandbyGate:
