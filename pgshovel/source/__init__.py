@@ -12,6 +12,7 @@ from pgshovel.source._chunks import (
     BUCKETS,
     Checksum,
     Chunk,
+    Watermarked,
     bucket_expression,
     checksum_query,
     chunk_condition,
@@ -33,6 +34,7 @@ from pgshovel.source._ranges import (
     COLLATABLE,
     key_columns,
     make_ranges,
+    own_rows,
     pick_boundaries,
     range_predicate,
 )
@@ -45,6 +47,7 @@ from pgshovel.source._schema_events import (
     missing_value_text,
 )
 from pgshovel.source._shape import Column, KeyRange, TableShape
+from pgshovel.source._triggers import CapturedTable, captured_tables
 
 __all__ = [
     "BUCKETS",
@@ -52,6 +55,7 @@ __all__ = [
     "NODE_TABLE",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
+    "CapturedTable",
     "Catalog",
     "Checksum",
     "Chunk",
@@ -63,8 +67,10 @@ __all__ = [
     "TableFacts",
     "TableInfo",
     "TableShape",
+    "Watermarked",
     "bucket_expression",
     "captured_shape",
+    "captured_tables",
     "cast_is_exact",
     "checksum_query",
     "chunk_condition",
@@ -77,6 +83,7 @@ __all__ = [
     "missing_value_text",
     "node_id",
     "output_text",
+    "own_rows",
     "pick_boundaries",
     "range_predicate",
     "read_chunk",

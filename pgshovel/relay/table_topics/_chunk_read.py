@@ -25,7 +25,6 @@ from psycopg2.extensions import connection as Connection
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.errors import ProgrammingError
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.replication.copytext import decode_line
 from pgshovel.source import (
     Catalog,
     Chunk,
@@ -35,10 +34,12 @@ from pgshovel.source import (
     connect,
     key_columns,
     output_text,
+    own_rows,
     range_predicate,
     read_chunk,
     translating,
 )
+from pgshovel.source.copytext import decode_line
 from pgshovel.stream.codec import to_value
 from pgshovel.stream.typed_json import dumps, key_object
 
@@ -69,7 +70,7 @@ def next_bound(
     keys = key_columns(shape)
     query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} OFFSET {} LIMIT 1").format(
         sql.SQL(", ").join(output_text(sql.Identifier(name)) for name in shape.key),
-        sql.Identifier(shape.schema, shape.name),
+        own_rows(shape),
         condition,
         sql.SQL(", ").join(keys),
         sql.Literal(rows),
