@@ -14,6 +14,7 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.relay.events import QueueEvent
 from pgshovel.relay.rows import RowsEncoder
 from pgshovel.relay.schema import SchemaTracker
+from pgshovel.stream.provenance import ProvenanceResolver
 from pgshovel.stream.rows import RowsBuilder, partition_of, to_mutations
 from tests.unit.relay.test_encode_events import MIXED, _texts
 from tests.unit.relay.test_events import Catalog, History, _decoder
@@ -82,6 +83,8 @@ def test_row_changes_read_back_as_the_mutations_of_the_events(changes):
         events.append(_event(kind, old, new, number + 1, provenance))
     decoder, _ = _decoder({TABLE: MIXED})
     expected = [decoder.decode(event) for event in events]
+    resolver = ProvenanceResolver()
+    assert all(resolver.resolve(mutation) == "" for mutation in expected)
     assert _through_rows(_encoder(), events) == expected
 
 
