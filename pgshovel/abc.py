@@ -27,6 +27,7 @@ from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import MicroBatchPlan
+from pgshovel.stream.rows import EncodedChange
 from pgshovel.stream.state import WorkerState
 
 __all__ = [
@@ -37,11 +38,13 @@ __all__ = [
     "CopyOut",
     "EventDecoder",
     "EventRow",
+    "Framer",
     "Loader",
     "MicroBatch",
     "Output",
     "QueueReader",
     "RecordProducer",
+    "RowEncoder",
     "SnapshotSink",
     "SourceReader",
     "Stream",
@@ -143,6 +146,60 @@ class EventDecoder(Protocol):
         decodes with ``decode_into``. Raises the errors ``decode_into`` raises."""
         ...
 
+    def row_encoder(self, partitions: int) -> RowEncoder:
+        """The ROWS encoding of this queue's mutation events for a set topic of
+        ``partitions`` partitions, sharing this decoder's table shapes (which schema events
+        decoded by ``decode_into`` switch)."""
+        ...
+
+
+@runtime_checkable
+class RowEncoder(Protocol):
+    """Turns a mutation event into a row change of the ROWS encoding (``pgshovel.stream.rows``)."""
+
+    def encode(self, event: EventRow) -> EncodedChange:
+        """The row change of a mutation ``event`` and the set topic partitions it goes to;
+        raises ``CodecError`` or ``SchemaError`` for an event it cannot encode."""
+        ...
+
+
+@runtime_checkable
+class Framer(Protocol):
+    """Frames a set's PgQ batches into set-topic messages and keeps the publisher identity.
+
+    ``begin`` opens a batch, ``add`` frames a chunk of its events, ``commit`` closes it;
+    ``take`` returns what was framed since the last ``take`` and the partition of each
+    message, for the relay to push (``ready``: enough to push now). After a failure
+    ``roll_back(certain)``: with ``certain`` (Kafka holds exactly what was taken) rewind
+    past what was not taken and return the Rollback messages to push, with their
+    partitions (none when nothing of the batch was taken); else start a new publisher
+    identity, which readers take as abandoning the open batch, and return nothing.
+    """
+
+    def begin(
+        self,
+        batch: stream_pb2.BatchIdentifier,
+        start: stream_pb2.Tick,
+        end: stream_pb2.Tick,
+        set_version: str,
+    ) -> None: ...
+
+    def add(self, events: Sequence[EventRow]) -> None: ...
+
+    def commit(self) -> None: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    def take(self) -> tuple[list[stream_pb2.Message], list[int]]: ...
+
+    def restore(self, messages: list[stream_pb2.Message], partitions: list[int]) -> None:
+        """Hand back what the last ``take`` returned: its push failed, nothing of it was sent
+        (or that is uncertain, and ``roll_back(False)`` follows)."""
+        ...
+
+    def roll_back(self, certain: bool) -> tuple[list[stream_pb2.Message], list[int]]: ...
+
 
 @runtime_checkable
 class StreamWriter(Protocol):
@@ -164,8 +221,16 @@ class StreamWriter(Protocol):
         """Publish to ``default_topic`` unless the writer was configured with a topic."""
         ...
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> None:
-        """Hand ``messages`` over for delivery, in order."""
+    def framer(self, decoder: EventDecoder, epoch: int) -> Framer:
+        """How the relay frames batches for this writer: the encoding, the partitions and the
+        message size it is configured with (``pgshovel.relay.framing``)."""
+        ...
+
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> None:
+        """Hand ``messages`` over for delivery, in order, each to its set topic partition
+        (``partitions``, parallel to ``messages``; None: all to partition 0)."""
         ...
 
     def flush(self) -> None:
@@ -283,8 +348,12 @@ class Output(Protocol):
         """The source the relay reads (the relay's own login) and the set as it is now."""
         ...
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> int:
-        """Produce what this output makes of ``messages``; return the bytes produced."""
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> int:
+        """Produce what this output makes of ``messages`` (each of the set topic's partition in
+        ``partitions``; None: all of partition 0); return the bytes produced. A push holds
+        whole rounds of a ROWS batch (``pgshovel.relay.framing``)."""
         ...
 
     def acknowledged(self) -> int:

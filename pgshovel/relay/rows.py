@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from pgshovel.errors import CodecError, SchemaError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import PREVIOUS_PROVENANCE, parse_rows, provenance_fields
+from pgshovel.relay.event_data import PREVIOUS_PROVENANCE, parse_rows, provenance_fields
 from pgshovel.relay.schema import SchemaTracker, TableState
 from pgshovel.stream.operations import EVENT_TYPES
-from pgshovel.stream.rows import copy_field, partition_of
+from pgshovel.stream.rows import EncodedChange, copy_field, partition_of
 
-__all__ = ["EncodedChange", "RowsEncoder"]
+__all__ = ["RowsEncoder"]
 
 _PROVENANCE_NAMES = (
     "current_user",
@@ -39,21 +38,6 @@ _PROVENANCE_NAMES = (
 #: transactions whose last provenance the encoder keeps (see relay/events.py)
 _LAST_PROVENANCE_CACHE = 65536
 _TRUNCATE = stream_pb2.Mutation.TRUNCATE
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedChange:
-    """One row change ready for ``RowsBuilder.add``, and the partitions it goes to."""
-
-    table: bytes
-    event_id: int
-    operation: int
-    transaction: int
-    timestamp: int
-    old: bytes | None
-    new: bytes | None
-    provenance: bytes | None
-    partitions: tuple[int, ...]
 
 
 class RowsEncoder:

@@ -28,6 +28,7 @@ from pgshovel.stream.codec import decode_error, filler_for
 
 __all__ = [
     "NULL_FIELD",
+    "EncodedChange",
     "RowsBuilder",
     "copy_field",
     "copy_line",
@@ -131,6 +132,21 @@ def partition_of(schema: str, table: str, key: Sequence[str] | None, partitions:
     return zlib.crc32(text.encode()) % partitions
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedChange:
+    """One row change ready for ``RowsBuilder.add``, and the partitions it goes to."""
+
+    table: bytes
+    event_id: int
+    operation: int
+    transaction: int
+    timestamp: int
+    old: bytes | None
+    new: bytes | None
+    provenance: bytes | None
+    partitions: tuple[int, ...]
+
+
 def row_table(shape: stream_pb2.TableShape, set_version: str) -> bytes:
     """The serialized ``RowTable`` of a shape and a set version."""
     return stream_pb2.RowTable(shape=shape, set_version=set_version).SerializeToString()
@@ -152,6 +168,19 @@ class RowsBuilder:
     _tables: dict[bytes, int] = field(default_factory=dict)
     _provenances: dict[bytes, int] = field(default_factory=dict)
     _changes: list[bytes] = field(default_factory=list)
+
+    def add_change(self, change: EncodedChange) -> None:
+        """``add`` of an encoded change."""
+        self.add(
+            change.table,
+            change.event_id,
+            change.operation,
+            change.transaction,
+            change.timestamp,
+            change.old,
+            change.new,
+            change.provenance,
+        )
 
     def add(
         self,
