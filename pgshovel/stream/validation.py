@@ -29,10 +29,11 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from pgshovel.errors import StreamError
+from pgshovel.errors import CodecError, StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.batches import CommittedBatch, Marker, StreamPosition
 from pgshovel.stream.provenance import ProvenanceResolver
+from pgshovel.stream.rows import to_mutations
 
 __all__ = ["State", "StreamValidator", "ValidatorStatistics"]
 
@@ -91,6 +92,8 @@ class StreamValidator:
         self._batch_node = b""
         self._begin: stream_pb2.Begin | None = None
         self._mutations: list[stream_pb2.Mutation] = []
+        #: row changes the open ROWS batch held so far (counted against its commit)
+        self._rows = 0
         self._markers: list[Marker] = []
         self._provenance = ProvenanceResolver()
         #: offset of the last message of the open batch
@@ -281,6 +284,7 @@ class StreamValidator:
             return None
         self._begin = operation.begin
         self._mutations = []
+        self._rows = 0
         self._markers = []
         self._provenance.reset()
         self._last_offset = offset
@@ -289,11 +293,43 @@ class StreamValidator:
 
     def _on_mutation(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
+        if self._begin is not None and self._begin.encoding == stream_pb2.Begin.ROWS:
+            raise self._error(
+                "a message per mutation in a batch whose begin announced row changes; it was "
+                "not written by a pgshovel relay",
+                offset,
+                message,
+            )
         mutation = message.operation.mutation
         problem = self._provenance.resolve(mutation)
         if problem:
             raise self._error(f"{problem}; it was not written by a pgshovel relay", offset, message)
         self._mutations.append(mutation)
+        self._last_offset = offset
+        return None
+
+    def _on_rows(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
+        self._check_batch(offset, message)
+        if self._begin is None or self._begin.encoding != stream_pb2.Begin.ROWS:
+            raise self._error(
+                "row changes in a batch whose begin announced one message per mutation; it "
+                "was not written by a pgshovel relay",
+                offset,
+                message,
+            )
+        rows = message.operation.rows
+        if rows.count != len(rows.changes):
+            raise self._error(
+                f"a rows message says it holds {rows.count!r} row change(s) and holds "
+                f"{len(rows.changes)!r}; the message is damaged",
+                offset,
+                message,
+            )
+        try:
+            self._mutations.extend(to_mutations(rows))
+        except CodecError as error:
+            raise self._error(str(error), offset, message) from error
+        self._rows += rows.count
         self._last_offset = offset
         return None
 
@@ -311,6 +347,15 @@ class StreamValidator:
         begin = self._begin
         if begin is None:  # pragma: no cover - OPEN always has a Begin
             raise self._error("open batch lost its begin", offset, message)
+        commit = message.operation.commit
+        if begin.encoding == stream_pb2.Begin.ROWS and commit.mutations != self._rows:
+            raise self._error(
+                f"the commit counts {commit.mutations!r} row change(s) and the batch held "
+                f"{self._rows!r}: messages of the batch are missing from the topic; reload "
+                "the target from a fresh snapshot",
+                offset,
+                message,
+            )
         self._committed[self._batch_node] = self._batch_id
         batch = self._held(begin, offset, complete=True)
         self.statistics.batches_committed += 1
@@ -426,6 +471,7 @@ _TRANSITIONS: dict[tuple[State, str | None], _Handler] = {
     (_S.IDLE, "begin"): StreamValidator._on_begin,
     (_S.OPEN, "begin"): StreamValidator._on_begin_while_open,
     (_S.OPEN, "mutation"): StreamValidator._on_mutation,
+    (_S.OPEN, "rows"): StreamValidator._on_rows,
     (_S.OPEN, "schema_change"): StreamValidator._on_marker,
     (_S.OPEN, "watermark"): StreamValidator._on_marker,
     (_S.OPEN, "commit"): StreamValidator._on_commit,
@@ -436,7 +482,7 @@ _TRANSITIONS: dict[tuple[State, str | None], _Handler] = {
 }
 # Everything a batch carries between Begin and Commit (mutations, schema changes,
 # watermarks) is handled alike outside an open batch.
-for _kind in ("mutation", "schema_change", "watermark"):
+for _kind in ("mutation", "rows", "schema_change", "watermark"):
     _TRANSITIONS[(_S.SYNCHRONIZING, _kind)] = StreamValidator._on_partial
     _TRANSITIONS[(_S.IDLE, _kind)] = StreamValidator._on_no_batch_open
     _TRANSITIONS[(_S.SKIPPING, _kind)] = StreamValidator._on_skipped_mutation
