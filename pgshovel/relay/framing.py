@@ -182,6 +182,13 @@ class RowFramer:
                     self._append(partition, publisher.stamp(self._batch, message))
                 continue
             change = encode(row)
+            size = len(change.old or b"") + len(change.new or b"") + 64
+            if any(
+                builders[partition].count and builders[partition].size + size > limit
+                for partition in change.partitions
+            ):
+                # A message holds what fits; a row larger than the limit travels alone.
+                self._round()
             full = False
             for partition in change.partitions:
                 builder = builders[partition]

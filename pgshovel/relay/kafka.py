@@ -66,7 +66,7 @@ class KafkaWriter:
         flush_timeout: PositiveSeconds = 60.0,
         set_topic: bool = True,
         table_topics: TableTopics | None = None,
-        encoding: Literal["rows", "mutations"] = "mutations",
+        encoding: Literal["rows", "mutations"] = "rows",
         partitions: PositiveInt = 1,
         max_message_bytes: PositiveInt = 512 * 1024,
     ) -> None:

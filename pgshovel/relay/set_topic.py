@@ -18,11 +18,12 @@ from collections.abc import Sequence
 
 from google.protobuf.message import DecodeError
 
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import CodecError, ConfigurationError
 from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.relay.producer import KafkaProducer
 from pgshovel.stream.last_batch import last_committed_begin
 from pgshovel.stream.reader import KafkaReader, partition_mismatch
+from pgshovel.stream.rows import to_mutations
 from pgshovel.stream.typed_json import dumps, key_object
 
 __all__ = ["SetTopicOutput", "describe_message"]
@@ -37,16 +38,35 @@ def describe_message(value: bytes | None) -> str | None:
     except DecodeError:
         return None
     operation = message.operation
-    if operation.WhichOneof("operation") != "mutation":
+    kind = operation.WhichOneof("operation")
+    if kind == "rows":
+        return _describe_rows(operation.rows, operation.batch.id)
+    if kind != "mutation":
         return None
-    mutation = operation.mutation
+    return _describe_mutation(operation.mutation, operation.batch.id)
+
+
+def _describe_mutation(mutation: stream_pb2.Mutation, batch: int) -> str:
     keys = list(mutation.key_columns)
     row = mutation.new if mutation.HasField("new") else mutation.old
     try:
         key = dumps(key_object(row, keys)) if keys else "(none: the table has no key)"
     except (KeyError, ValueError):
         key = "(not in the row)"
-    return f"table {mutation.schema}.{mutation.table}, key {key}, batch {operation.batch.id}"
+    return f"table {mutation.schema}.{mutation.table}, key {key}, batch {batch}"
+
+
+def _describe_rows(rows: stream_pb2.MutationBatch, batch: int) -> str | None:
+    """The table and key of a rows message's largest row change (what made it too large)."""
+    if not rows.changes:
+        return None
+    change = max(rows.changes, key=lambda item: len(item.old) + len(item.new))
+    single = stream_pb2.MutationBatch(tables=rows.tables, changes=[change], count=1)
+    try:
+        mutation = next(to_mutations(single))
+    except (CodecError, StopIteration):
+        return None
+    return _describe_mutation(mutation, batch)
 
 
 class SetTopicOutput:
