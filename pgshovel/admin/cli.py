@@ -513,6 +513,53 @@ def set_verify(
         raise click.exceptions.Exit(1)
 
 
+@cli.command("serve")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. The console has no authentication of its own: bind "
+    "elsewhere than loopback only behind a proxy that authenticates.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8640,
+    show_default=True,
+    help="Port to listen on (0: any free port; the URL is printed).",
+)
+@click.option(
+    "--refresh",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Seconds between the pages' automatic refreshes.",
+)
+@click.pass_obj
+def serve(options: GlobalOptions, host: str, port: int, refresh: int) -> None:
+    """Serve a read-only web console of every cluster in ZooKeeper, with a JSON API.
+
+    Pages show each set's tables, its relay (leader, standbys, epoch, backlog,
+    lag), every copy (target, position, lag, snapshot / verify / resnapshot
+    progress), the last errors, and lag and throughput charts of the last
+    hour; /api/... serves the same as JSON. ZooKeeper is read with the
+    credentials of PGSHOVEL_ZOOKEEPER_AUTH, each set's queue with its DSN.
+    Needs the console extra (pip install 'pgshovel[console]'). Ctrl-C stops it.
+    """
+    from pgshovel.console import require_console
+
+    require_console()
+    from pgshovel.console.server import serve as serve_console
+
+    serve_console(
+        options.zookeeper_hosts,
+        host,
+        port,
+        refresh,
+        announce=lambda url: click.echo(f"console on {url} (read-only; Ctrl-C stops it)"),
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console script entry point."""
     run(cli, argv)

@@ -8,6 +8,7 @@ arrives. While leading, every failure goes to the error policy
 retried with backoff *without giving up the leadership* (no epoch is burned),
 a data error follows ``on_error``, anything else ends the relay. Losing the
 ZooKeeper session ends the leadership; the relay then rejoins the election.
+Its status node (``pgshovel.relay.status``) is written every second meanwhile.
 The first SIGINT/SIGTERM finishes or abandons the current batch and exits 0; a
 second SIGINT exits at once.
 """
@@ -40,6 +41,7 @@ from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primar
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
+from pgshovel.relay.status import RelayStatusBoard
 from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
@@ -81,8 +83,12 @@ class Relay:
         writer.bind(names.topic_name(self.cluster, self.set_name))
         zookeeper = start_client(self.zookeeper_hosts)
         server: MetricsEndpoint | None = None
+        board: RelayStatusBoard | None = None
         try:
             configuration, state = self._watch_set(zookeeper)
+            board = RelayStatusBoard(
+                zookeeper, self.cluster, self.set_name, self.identifier, self.metrics
+            ).start()
             if self.configuration.metrics_port is not None:
                 server = serve(
                     "pgshovel_relay",
@@ -93,6 +99,8 @@ class Relay:
                 )
             self._serve(zookeeper, writer, configuration, state)
         finally:
+            if board is not None:
+                board.close()
             if server is not None:
                 server.close()
             writer.close()
@@ -231,7 +239,7 @@ class Relay:
             except LeadershipLost:
                 return
             except PgshovelError as error:
-                self.metrics.errors += 1
+                self.metrics.failed(error)
                 policy.failed(error)
             finally:
                 queue.close()
