@@ -71,6 +71,7 @@ class RelayStatusBoard:
         self.started = time.time()
         self._stop = threading.Event()
         self._warned = False
+        self._events = 0
         self._thread = threading.Thread(target=self._run, name="relay status", daemon=True)
 
     def start(self) -> RelayStatusBoard:
@@ -86,7 +87,12 @@ class RelayStatusBoard:
     def publish(self) -> None:
         now = time.time()
         metrics = self.metrics
-        metrics.history.observe(now, metrics.lag_seconds(now), metrics.events)
+        # A batch with events published since the last look: its lag counts too (the age of
+        # its oldest change when Kafka acknowledged it), or a catch-up would not show.
+        fresh = metrics.events != self._events
+        self._events = metrics.events
+        lag = max(metrics.lag_seconds(now), metrics.batch_lag_seconds if fresh else 0.0)
+        metrics.history.observe(now, lag, metrics.events)
         data = json.dumps(relay_status_document(metrics, self.started, now)).encode()
         try:
             write_status(self._zookeeper, self._parent, self.path, data)
@@ -99,7 +105,8 @@ class RelayStatusBoard:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
         try:
             self._zookeeper.delete(self.path)
         except KazooException:

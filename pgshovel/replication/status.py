@@ -79,10 +79,16 @@ class StatusBoard:
         self.interval = interval
         self._next = 0.0
         self._warned = False
+        self._mutations = 0
 
     def publish(self, metrics: WorkerMetrics, force: bool = False) -> None:
         wall = time.time()
-        metrics.history.observe(wall, metrics.lag_seconds(wall), metrics.mutations)
+        # A micro-batch with mutations committed since the last look: its lag (source commit
+        # to target commit) counts too, or a catch-up would never show in the history.
+        fresh = metrics.mutations != self._mutations
+        self._mutations = metrics.mutations
+        lag = max(metrics.lag_seconds(wall), metrics.batch_lag_seconds if fresh else 0.0)
+        metrics.history.observe(wall, lag, metrics.mutations)
         now = time.monotonic()
         if now < self._next and not force:
             return

@@ -35,8 +35,9 @@ TABLES = (ODD, PAIRS, MATRIX, BULK)
 
 
 def moving(document: dict[str, Any]) -> bool:
-    """Whether a status document's history holds a sample with a non-zero rate."""
-    return any(sample[2] > 0 for sample in document.get("history", {}).get("samples", ()))
+    """Whether a status document's history holds two samples (a line), one of a non-zero rate."""
+    samples = document.get("history", {}).get("samples", ())
+    return len(samples) >= 2 and any(sample[2] > 0 for sample in samples)
 
 
 def test_the_console_shows_a_running_set_with_throughput_and_a_lag_chart(

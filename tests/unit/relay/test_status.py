@@ -6,7 +6,8 @@ import json
 
 from pgshovel.errors import BrokerUnavailable
 from pgshovel.relay.metrics import RelayMetrics
-from pgshovel.relay.status import relay_status_document
+from pgshovel.relay.status import RelayStatusBoard, relay_status_document
+from tests.unit._nodes import Nodes
 
 
 def test_the_document_holds_role_epoch_lag_counters_history_and_errors() -> None:
@@ -32,3 +33,19 @@ def test_a_standby_says_so_and_has_no_lag() -> None:
     assert document["role"] == "standby" and document["lag_seconds"] == 0.0
     assert document["history"] == {"interval": 10.0, "samples": []}
     assert document["recent_errors"] == []
+
+
+def test_the_board_keeps_a_catch_up_batch_lag_in_the_history() -> None:
+    nodes = Nodes("/main/sets/orders")
+    metrics = RelayMetrics(leader=True, epoch=1)
+    board = RelayStatusBoard(nodes, "main", "orders", "h:1:a", metrics)
+    board.publish()
+    # A batch whose oldest change was 31 s old when Kafka acknowledged it; nothing pending now.
+    metrics.events, metrics.batch_lag_seconds = 500, 31.0
+    board.publish()
+    board.publish()  # the same batch is not counted again
+    document = json.loads(nodes.data["/main/sets/orders/relays/h:1:a"])
+    assert document["lag_seconds"] == 0.0
+    assert document["history"]["samples"][-1][1] == 31.0
+    board.close()
+    assert "/main/sets/orders/relays/h:1:a" not in nodes.data
