@@ -103,6 +103,8 @@ def test_short_demo_converges_and_stops_its_processes(
             demo.kill()
             demo.wait()
         reader.join(60)
+        assert demo.stdout is not None
+        demo.stdout.close()
     done = subprocess.CompletedProcess(demo.args, demo.returncode, "".join(lines), "")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
