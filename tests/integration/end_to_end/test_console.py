@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 
 from pgshovel.cluster import names
 from pgshovel.sandbox import SandboxConnection
+from tests.integration.admin._admin import admin, ok
 from tests.integration.capture._capture import SET
 
 from ._console import ConsoleProcess, fetch, fetch_json, screenshot
@@ -136,8 +137,10 @@ def test_the_console_shows_a_running_set_with_throughput_and_a_lag_chart(
         assert console.stop(60) == 0, console.output()
         assert worker.stop() == 0, worker.output()[-3000:]
         assert relay.stop() == 0, relay.output()[-3000:]
-        # Stopped processes leave no status behind.
+        # Stopped processes leave no status behind, and the set drops with its status nodes.
         assert not zookeeper.get_children(names.relays_path(cluster_name, SET))
         assert not zookeeper.get_children(names.workers_path(cluster_name, SET))
+        ok(admin(sandbox, cluster_name, "set", "drop", SET))
+        assert zookeeper.exists(names.set_path(cluster_name, SET)) is None
     finally:
         console.ensure_stopped()

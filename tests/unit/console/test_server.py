@@ -38,3 +38,19 @@ def test_a_port_in_use_is_one_line_naming_it() -> None:
             bind("127.0.0.1", port)
     finally:
         taken.close()
+
+
+def test_without_the_console_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from pgshovel.console import require_console
+
+    require_console()  # the dev extra has it
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "uvicorn" else real(name)
+    )
+    with pytest.raises(
+        ConfigurationError, match=r"needs uvicorn: pip install 'pgshovel\[console\]'"
+    ):
+        require_console()
