@@ -65,12 +65,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _failure(client: KazooClient, error: Exception) -> tuple[int, str, str]:
-    """(HTTP status, title, one line) for an error while reading."""
+def _failure(client: KazooClient, error: Exception, request: Request) -> tuple[int, str, str]:
+    """(HTTP status, title, one line) for an error while reading what ``request`` asks."""
     if isinstance(error, NoAuthError):
-        return 403, "access denied", str(access_denied(client, "/"))
+        cluster = request.path_params.get("cluster")
+        path = names.cluster_path(cluster) if cluster else "/"
+        return 403, "access denied", str(access_denied(client, path))
+    if isinstance(error.__cause__, NoAuthError):
+        return 403, "access denied", str(error)  # access_denied() already, naming the node
     if isinstance(error, (KazooException, CoordinatorUnavailable)):
-        return 503, "zookeeper unavailable", f"zookeeper unavailable: {error or type(error)}"
+        reason = str(error) or type(error).__name__
+        return 503, "zookeeper unavailable", f"zookeeper unavailable: {reason}"
     return 404, "not found", str(error)
 
 
@@ -89,7 +94,7 @@ def create_app(
         try:
             data = reader(client, request)
         except (ConfigurationError, KazooException, CoordinatorUnavailable) as error:
-            status, title, message = _failure(client, error)
+            status, title, message = _failure(client, error, request)
             if request.url.path.startswith("/api/"):
                 return JSONResponse(
                     {"error": message}, status_code=status, headers=SECURITY_HEADERS
