@@ -73,6 +73,7 @@ def test_the_console_shows_a_running_set_with_throughput_and_a_lag_chart(
             wait_until(
                 lambda: (worker_state(target, cluster_name) or ("", None))[1] is not None,
                 "the first applied micro-batch",
+                timeout=300,  # Spark's start, the snapshot and a batch, on a loaded machine
                 alive=worker.alive,
                 log=worker.output,
             )
