@@ -19,8 +19,9 @@ a chunk whose watermarks were lost with a restart, is simply read again.
 Verify chunks stage the source's checksums instead of rows and compare them
 with the copy's after the same micro-batch; buckets holding changed keys are
 left out and the chunk is read again until every bucket compared (or
-``max_attempts``). Repair re-snapshots just the ranges a verify found different,
-then verifies them again.
+``max_attempts``). Repair re-snapshots just the ranges a verify found different;
+once it is done, those ranges are verified again
+(``pgshovel.replication.requests.follow_ups``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def attempt_prefix(cluster: str, set_name: str) -> str:
 
 
 def new_task(
-    table: TableShape, purpose: Purpose, where: str = "", origin: str = ""
+    table: TableShape, purpose: Purpose, where: str = "", origin: str = "", repair: bool = False
 ) -> SnapshotTask:
     return SnapshotTask(
         id=uuid.uuid4().hex[:12],
@@ -58,6 +59,7 @@ def new_task(
         purpose=purpose,
         where=where,
         origin=origin,
+        repair=repair,
     )
 
 

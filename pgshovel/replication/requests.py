@@ -6,8 +6,10 @@ accepts and the target can evaluate), turns them into snapshot tasks stored in
 its state (a restart resumes them), and reports: ``running`` when taken, one
 table report per finished task, ``done`` when every task of the request is
 finished, ``failed`` with the reason when it cannot be done. A verify with
-repair that found differing ranges copies just those ranges again and verifies
-them again before it is done.
+repair that found differing ranges copies just those ranges again, then
+verifies them again, before the request is done: whether a verify repairs is
+stored with its task (``SnapshotTask.repair``), so every table of the request
+is repaired, and a restart in the middle changes nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pgshovel.cluster.requests import Request, Result, TableReport
 from pgshovel.cluster.zookeeper import start_client
 from pgshovel.errors import PgshovelError
 from pgshovel.replication.incremental import new_task
-from pgshovel.source import connect, translating
+from pgshovel.source import TableShape, connect, translating
 from pgshovel.stream.state import Purpose, SnapshotTask, WorkerState
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,6 @@ class RequestDesk:
         self.target = target
         self._client: KazooClient | None = None
         self._next_poll = 0.0
-        self._repair: dict[str, bool] = {}
 
     def close(self) -> None:
         if self._client is not None:
@@ -74,7 +75,6 @@ class RequestDesk:
             return state
         origins = {task.origin for task in state.tasks}
         for name, request in found:
-            self._repair[name] = request.repair
             if name in origins:
                 continue
             result = requests.read_result(client, self.cluster, self.set_name, name)
@@ -98,7 +98,7 @@ class RequestDesk:
         wanted = set(request.tables) or {table.identity for table in state.tables}
         purpose: Purpose = "verify" if request.kind == "verify" else "resnapshot"
         tasks = [
-            new_task(table, purpose, request.where, origin=name)
+            new_task(table, purpose, request.where, origin=name, repair=request.repair)
             for table in state.tables
             if table.identity in wanted
         ]
@@ -146,15 +146,7 @@ class RequestDesk:
         """Report a finished task of a request; the follow-up tasks a repair needs."""
         if not task.origin:
             return []
-        follow: list[SnapshotTask] = []
-        if task.purpose == "verify" and task.differences and self._repair.get(task.origin):
-            ranges = tuple(task.ranges[index] for index, *_ in task.differences)
-            table = state.table(task.schema, task.table)
-            if table is not None:
-                repair = new_task(table, "repair", origin=task.origin).plan(ranges, task.rows)
-                check = new_task(table, "verify", origin=task.origin).plan(ranges, task.rows)
-                follow = [repair, check]
-                self._repair[task.origin] = False  # the second verify reports, no second repair
+        follow = follow_ups(task, state.table(task.schema, task.table))
         report = TableReport(
             schema=task.schema,
             table=task.table,
@@ -181,3 +173,22 @@ class RequestDesk:
         except (KazooException, PgshovelError) as error:
             logger.warning("cannot report request %s to zookeeper: %s", task.origin, error)
         return follow
+
+
+def follow_ups(task: SnapshotTask, table: TableShape | None) -> list[SnapshotTask]:
+    """The tasks a finished task of a request leads to (pure).
+
+    A verify with ``repair`` that found differing ranges: their repair (a copy of
+    just those ranges). A repair: the verify of the ranges it copied, which
+    reports and never repairs again. The verify starts only once the repair is
+    done, so it compares the repaired copy.
+    """
+    if table is None or not task.origin:
+        return []
+    if task.purpose == "verify" and task.repair and task.differences:
+        ranges = tuple(task.ranges[index] for index, *_ in task.differences)
+        rows = sum(source for _, source, _, _ in task.differences)
+        return [new_task(table, "repair", origin=task.origin).plan(ranges, rows)]
+    if task.purpose == "repair":
+        return [new_task(table, "verify", origin=task.origin).plan(task.ranges, task.rows)]
+    return []
