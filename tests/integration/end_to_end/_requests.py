@@ -70,7 +70,8 @@ class RequestStack:
         allow_unkeyed: bool = False,
     ) -> None:
         run_sql(self.source, *schema)
-        install(zookeeper, self.cluster, self.source, list(tables), allow_unkeyed=allow_unkeyed)
+        entries = [dict(table) for table in tables]
+        install(zookeeper, self.cluster, self.source, entries, allow_unkeyed=allow_unkeyed)
         self.configuration = write_replication_yml(
             self.directory / "replication.yml",
             self.kafka_config,
