@@ -396,15 +396,32 @@ class Target(Protocol):
         """Where chunk readers stage rows and checksums."""
         ...
 
-    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+    def merge_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        state: WorkerState,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> int:
         """Make the chunk's range of the copy hold exactly the staged rows, except the rows
         whose keys are in ``changed`` (the stream brought their state), and store ``state``,
-        atomically; return the rows written. The staged data is dropped."""
+        atomically; return the rows written. An unkeyed table's chunk (the whole table)
+        gets the staged rows, then ``replay`` applied in order: the table's mutations the
+        read did not see. The staged data is dropped."""
         ...
 
-    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+    def compare_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> Comparison:
         """Compare the chunk's range of the copy with the staged source checksums, leaving
-        out the buckets of the keys in ``changed``. The staged data is dropped."""
+        out the buckets of the keys in ``changed``; an unkeyed table's copy is compared as
+        it was before ``replay`` (the mutations the source's read did not see). The staged
+        data is dropped."""
         ...
 
     def store_state(self, state: WorkerState) -> None:

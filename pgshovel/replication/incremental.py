@@ -13,15 +13,21 @@ the low watermark's batch; one committed after it, in the high watermark's
 batch or a later one. Once that micro-batch is applied, the target makes the
 chunk's range hold the staged rows except the changed keys (whose state the
 stream already brought), and stores the task's progress in the same
-transaction. A TRUNCATE or schema change of the table while a chunk is open, or
-a chunk whose watermarks were lost with a restart, is simply read again.
+transaction. A table without a key is one chunk, and no key tells which of its
+rows the stream changed: its mutations from the low watermark's batch on are
+kept instead, and those whose transaction the read's snapshot does not see are
+replayed on the staged rows (exactly the loader's handoff rule), so the copy is
+exact however busy the table is. A TRUNCATE or schema change of the table while
+a chunk is open, or a chunk whose watermarks were lost with a restart, is
+simply read again.
 
 Verify chunks stage the source's checksums instead of rows and compare them
 with the copy's after the same micro-batch; buckets holding changed keys are
 left out and the chunk is read again until every bucket compared (or
-``max_attempts``). Repair re-snapshots just the ranges a verify found different;
-once it is done, those ranges are verified again
-(``pgshovel.replication.requests.follow_ups``).
+``max_attempts``). An unkeyed table's copy is compared as of the read: the
+effect of the mutations to replay is taken out of the copy's checksums. Repair
+re-snapshots just the ranges a verify found different; once it is done, those
+ranges are verified again (``pgshovel.replication.requests.follow_ups``).
 """
 
 from __future__ import annotations
@@ -30,14 +36,24 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pgshovel.abc import ChunkSink, Comparison, Target
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError, TransientError
-from pgshovel.source import Chunk, KeyRange, TableShape, connect, read_chunk, sample_boundaries
+from pgshovel.protocol import stream_pb2
+from pgshovel.source import (
+    Chunk,
+    KeyRange,
+    StagedChunk,
+    TableShape,
+    connect,
+    read_chunk,
+    sample_boundaries,
+)
+from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan
 from pgshovel.stream.state import Bound, Purpose, SnapshotTask, WorkerState
 
@@ -70,11 +86,21 @@ class _Flight:
     chunk: Chunk
     task: str
     index: int
-    future: Future[int]
+    future: Future[StagedChunk]
     opened: bool = False
     ready: bool = False
     invalid: str = ""
     changed: set[tuple[str | None, ...]] = field(default_factory=set)
+    #: an unkeyed table's mutations from the low watermark's batch on, in stream order
+    mutations: list[stream_pb2.Mutation] = field(default_factory=list)
+
+    def replay(self, staged: StagedChunk) -> Sequence[stream_pb2.Mutation]:
+        """The mutations the read did not see (their transactions are not visible in its
+        snapshot): what the staged rows of an unkeyed table lack."""
+        if not self.mutations:
+            return ()
+        snapshot = parse_txid_snapshot(staged.snapshot)
+        return [m for m in self.mutations if not is_visible(m.transaction, snapshot)]
 
 
 @dataclass
@@ -199,11 +225,10 @@ class IncrementalSnapshots:
                     continue
                 if identity in changes.whole:
                     flight.invalid = "the table was truncated or changed shape while it was read"
-                keys = changes.keys.get(identity)
-                if keys:
-                    if not flight.chunk.key_range.table.key:
-                        flight.invalid = "the unkeyed table changed while it was read"
-                    flight.changed |= keys
+                if flight.chunk.key_range.table.key:
+                    flight.changed |= changes.keys.get(identity, set())
+                else:
+                    flight.mutations.extend(changes.unkeyed_of({identity}).get(identity, ()))
                 if f"{attempt}:high" in marks:
                     flight.ready = True
 
@@ -215,7 +240,7 @@ class IncrementalSnapshots:
                 continue
             if not flight.ready:
                 continue
-            rows = flight.future.result()  # the high watermark is written last: it is done
+            staged = flight.future.result()  # the high watermark is written last: it is done
             del self._flights[attempt]
             task = _task(state, flight.task)
             if task is None or flight.invalid:
@@ -228,7 +253,7 @@ class IncrementalSnapshots:
                     )
                 self.target.drop_staging([attempt])
                 continue
-            state = self._complete(state, task, flight, rows)
+            state = self._complete(state, task, flight, staged)
         return state
 
     def _failed(self, flight: _Flight, error: BaseException | None) -> None:
@@ -243,10 +268,12 @@ class IncrementalSnapshots:
         raise RuntimeError(f"reading range {flight.index} of {table} failed: {error}") from error
 
     def _complete(
-        self, state: WorkerState, task: SnapshotTask, flight: _Flight, rows: int
+        self, state: WorkerState, task: SnapshotTask, flight: _Flight, staged: StagedChunk
     ) -> WorkerState:
+        rows = staged.rows
+        replay = flight.replay(staged)
         if task.purpose == "verify":
-            comparison = self.target.compare_chunk(flight.chunk, flight.changed)
+            comparison = self.target.compare_chunk(flight.chunk, flight.changed, replay=replay)
             verdict = self._verdicts.setdefault((task.id, flight.index), _Verdict())
             verdict.add(comparison)
             if verdict.pending and verdict.attempts < self.max_attempts:
@@ -272,7 +299,7 @@ class IncrementalSnapshots:
         else:
             updated = task.record(flight.index, rows, ())
             state = _with(state, updated)
-            self.target.merge_chunk(flight.chunk, flight.changed, state)
+            self.target.merge_chunk(flight.chunk, flight.changed, state, replay=replay)
         self._log(updated, rows)
         if updated.finished:
             self._progress.pop(updated.id, None)
@@ -360,7 +387,7 @@ class IncrementalSnapshots:
                 future = self._pool.submit(self._read, chunk, self._sink)
                 self._flights[attempt] = _Flight(chunk, task.id, index, future)
 
-    def _read(self, chunk: Chunk, sink: ChunkSink) -> int:
+    def _read(self, chunk: Chunk, sink: ChunkSink) -> StagedChunk:
         return read_chunk(
             self.source_dsn,
             chunk,

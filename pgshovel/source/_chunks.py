@@ -1,12 +1,16 @@
 """Reading one chunk of a table for an incremental snapshot, between two watermarks.
 
 ``read_chunk`` writes a low watermark into the set's queue (committed at once),
-reads the chunk's rows (or its checksums) in a snapshot taken after that
-commit, then writes a high watermark. A consumer of the stream that meets the
-high watermark knows the chunk holds every row of its range as of a moment
-between the two marks; the keys the stream changed between them tell which
-chunk rows are stale (DBLog's algorithm). Ranges compare text keys in byte
-order so that source and target agree on what a range holds.
+reads the chunk's rows (or its checksums) in one read-only repeatable-read
+transaction begun after that commit, then writes a high watermark. A consumer
+of the stream that meets the high watermark knows the chunk holds every row of
+its range as of a moment between the two marks; the keys the stream changed
+between them tell which chunk rows are stale (DBLog's algorithm). A table
+without a key has no key to tell its rows apart: the read returns its
+transaction snapshot instead, and a consumer takes the stream's changes of
+the table that the snapshot does not see as the ones to replay on the rows
+read. Ranges compare text keys in byte order so that source and target agree
+on what a range holds.
 
 Checksums: the rows of a range fall into ``BUCKETS`` buckets by the md5 of
 their key; each bucket sums the first 60 bits of the md5 of the row (every
@@ -36,6 +40,16 @@ BUCKETS = 1024
 
 #: (bucket, rows, sum of row hashes)
 Checksum = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class StagedChunk:
+    """What a chunk read staged: how many rows (or rows summed), and the read's snapshot."""
+
+    rows: int
+    #: ``txid_current_snapshot()`` of the read (PostgreSQL's ``xmin:xmax:xip`` text): the
+    #: transactions whose changes the rows hold
+    snapshot: str
 
 
 @dataclass(frozen=True)
@@ -157,18 +171,25 @@ def read_chunk(
     chunk: Chunk,
     stage_rows: Callable[[Callable[[IO[bytes]], None]], int],
     stage_checksums: Callable[[list[Checksum]], None],
-) -> int:
+) -> StagedChunk:
     """Low watermark, the chunk's rows (to ``stage_rows``) or checksums, high watermark.
 
-    Returns the rows read. ``stage_rows(copy_out)`` receives a function writing
-    the chunk's rows as COPY text; both stage functions must have stored what
-    they got before returning: the high watermark tells consumers it is there.
+    Returns the rows read and the snapshot they were read in. ``stage_rows(copy_out)``
+    receives a function writing the chunk's rows as COPY text; both stage functions
+    must have stored what they got before returning: the high watermark tells
+    consumers it is there.
     """
     table = chunk.key_range.table
     connection = connect(source_dsn, "pgshovel-replicate chunk", autocommit=True)
     try:
         with translating(f"reading a chunk of {table.qualified!r}"):
             insert_watermark(connection, chunk.cluster, chunk.queue, chunk.low, table)
+            with connection.cursor() as cursor:
+                # One snapshot for the whole read, taken after the low watermark committed;
+                # read-only: nothing the read evaluates can write.
+                cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                cursor.execute("SELECT pg_catalog.txid_current_snapshot()::text")
+                snapshot = str(cursor.fetchone()[0])  # type: ignore[index]
             if chunk.checksums:
                 with connection.cursor() as cursor:
                     cursor.execute(checksum_query(table, chunk_condition(chunk, "t")))
@@ -183,8 +204,10 @@ def read_chunk(
                         cursor.copy_expert(copy.as_string(cursor), out, size=1 << 16)
 
                 rows = stage_rows(copy_out)
+            with connection.cursor() as cursor:
+                cursor.execute("COMMIT")
             insert_watermark(connection, chunk.cluster, chunk.queue, chunk.high, table)
-        return rows
+        return StagedChunk(rows, snapshot)
     finally:
         connection.close()
 
