@@ -248,8 +248,13 @@ class ChunkSink(Protocol):
     """Where an incremental snapshot's chunk readers stage what they read, before the high
     watermark (must pickle: it may travel into Spark tasks)."""
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
-        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many."""
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
+        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many.
+        With ``selected`` (a filtered chunk) each row has one more column, whether the
+        source's filter selected it (the others hold only their key); then return how many
+        were selected."""
         ...
 
     def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:

@@ -10,6 +10,7 @@ tables only through ``Catalog`` and describe a captured table only as a
 from pgshovel.source._catalog import UNKNOWN_TYPE, Catalog, TableInfo, captured_shape
 from pgshovel.source._chunks import (
     BUCKETS,
+    SELECTED,
     Checksum,
     Chunk,
     StagedChunk,
@@ -30,6 +31,7 @@ from pgshovel.source._connection import (
     translating,
 )
 from pgshovel.source._dsn import SourceConnection, source_dsn, with_source_connection
+from pgshovel.source._filters import captured_rows, check_filter, check_filter_text
 from pgshovel.source._node import NODE_TABLE, node_id, read_node_id
 from pgshovel.source._ranges import (
     COLLATABLE,
@@ -52,6 +54,7 @@ __all__ = [
     "BUCKETS",
     "COLLATABLE",
     "NODE_TABLE",
+    "SELECTED",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
     "Catalog",
@@ -67,8 +70,11 @@ __all__ = [
     "TableInfo",
     "TableShape",
     "bucket_expression",
+    "captured_rows",
     "captured_shape",
     "cast_is_exact",
+    "check_filter",
+    "check_filter_text",
     "checksum_query",
     "chunk_condition",
     "connect",

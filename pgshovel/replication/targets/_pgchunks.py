@@ -5,7 +5,10 @@ A chunk reader stages the range's rows in an unlogged table
 ``"sums <attempt>"``) before it writes the high watermark. When the worker has
 applied the micro-batch holding that watermark, ``merge`` makes the range of
 the copy hold exactly the staged rows, leaving alone the keys the stream
-changed while the chunk was read (it brought their state), and ``compare``
+changed while the chunk was read (it brought their state); a filtered chunk
+(``set resnapshot --where``) stages every key of the range and marks the rows
+the source's filter selected: those are written, the others left as they are,
+and the copy's keys the source lacks deleted. ``compare``
 computes the same checksums on the copy. An unkeyed table (one chunk, no key to
 name a changed row) gets the staged rows plus the mutations the read did not
 see, replayed as the stream applies them; its comparison takes their effect
@@ -23,12 +26,14 @@ from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.abc import ChangedKeys, Comparison
+from pgshovel.errors import ConfigurationError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication import copytext
 from pgshovel.replication.mutations import to_change
 from pgshovel.replication.targets._pgapply import apply_unkeyed
 from pgshovel.replication.targets._pgstate import STATE_SCHEMA
 from pgshovel.source import (
+    SELECTED,
     Checksum,
     Chunk,
     TableShape,
@@ -58,17 +63,32 @@ def _columns(names: Collection[str], alias: str | None = None) -> sql.Composable
     )
 
 
-def create_staging(cursor: Cursor, attempt: str, table: TableShape) -> None:
-    """Create the attempt's staging table like the copy's table (no rows yet)."""
+def create_staging(cursor: Cursor, attempt: str, table: TableShape, selected: bool = False) -> None:
+    """Create the attempt's staging table like the copy's table (no rows yet); ``selected``:
+    with the column telling the rows a filter selected."""
+    columns = _columns(table.column_names)
+    if selected:
+        columns = sql.SQL("{}, true AS {}").format(columns, sql.Identifier(SELECTED))
     cursor.execute(
         sql.SQL("CREATE UNLOGGED TABLE {} AS SELECT {} FROM {} WITH NO DATA").format(
-            staging(attempt), _columns(table.column_names), sql.Identifier(table.schema, table.name)
+            staging(attempt), columns, sql.Identifier(table.schema, table.name)
         )
     )
 
 
-def copy_into_staging(attempt: str, table: TableShape) -> sql.Composable:
-    return sql.SQL("COPY {} ({}) FROM STDIN").format(staging(attempt), _columns(table.column_names))
+def copy_into_staging(attempt: str, table: TableShape, selected: bool = False) -> sql.Composable:
+    names = [*table.column_names, SELECTED] if selected else table.column_names
+    return sql.SQL("COPY {} ({}) FROM STDIN").format(staging(attempt), _columns(names))
+
+
+def selected_rows(cursor: Cursor, attempt: str) -> int:
+    """How many staged rows the filter selected."""
+    cursor.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE {}").format(
+            staging(attempt), sql.Identifier(SELECTED)
+        )
+    )
+    return int(cursor.fetchone()[0])  # type: ignore[index]
 
 
 def stage_checksums(cursor: Cursor, attempt: str, checksums: list[Checksum]) -> None:
@@ -124,6 +144,10 @@ def merge(
     the staged rows, then ``replay``); return rows written."""
     table = chunk.key_range.table
     target = sql.Identifier(table.schema, table.name)
+    if chunk.where and not table.key:
+        raise ConfigurationError(
+            f"{table.qualified!r} has no key: a filtered re-snapshot cannot tell its rows apart"
+        )
     if not table.key:
         # The whole table as the read saw it, then what committed after the read's snapshot.
         cursor.execute(
@@ -166,13 +190,17 @@ def merge(
         if len(table.column_names) > len(table.key)
         else sql.SQL("DO NOTHING")
     )
+    # Filtered: the rows the source's filter did not select stay as the copy has them.
+    wanted = _not_changed(table, "s")
+    if chunk.where:
+        wanted = sql.SQL("{} AND s.{}").format(wanted, sql.Identifier(SELECTED))
     cursor.execute(
         sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} AS s WHERE {} ON CONFLICT ({}) {}").format(
             target,
             _columns(table.column_names),
             _columns(table.column_names, "s"),
             staging(chunk.attempt),
-            _not_changed(table, "s"),
+            wanted,
             _columns(table.key),
             conflict,
         )

@@ -86,7 +86,13 @@ class ParquetChunkSink:
 
     path: str
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
+        if selected:
+            raise ConfigurationError(
+                "parquet target: a re-snapshot with --where needs the postgresql target"
+            )
         buffer = io.BytesIO()
         copy_out(buffer)
         rows = [copytext.decode_line(line) for line in buffer.getvalue().decode().splitlines()]

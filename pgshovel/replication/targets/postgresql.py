@@ -76,15 +76,24 @@ class PostgresChunkSink:
 
     dsn: str
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
         connection = connect(self.dsn, "pgshovel-replicate chunk")
         try:
             with translating(f"staging a chunk of {table.qualified!r}"):
                 with connection.cursor() as cursor:
-                    _pgchunks.create_staging(cursor, attempt, table)
-                return _pipe_range(
-                    connection, table, copy_out, _pgchunks.copy_into_staging(attempt, table)
+                    _pgchunks.create_staging(cursor, attempt, table, selected)
+                rows = _pipe_range(
+                    connection,
+                    table,
+                    copy_out,
+                    _pgchunks.copy_into_staging(attempt, table, selected),
                 )
+                if selected:
+                    with connection.cursor() as cursor:
+                        rows = _pgchunks.selected_rows(cursor, attempt)
+                return rows
         finally:
             connection.close()
 
