@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from pgshovel.abc import ChunkSink, Comparison, Target
 from pgshovel.cluster import names
-from pgshovel.errors import PgshovelError, TransientError
+from pgshovel.errors import PgshovelError, ProgrammingError, TransientError
 from pgshovel.protocol import stream_pb2
 from pgshovel.source import (
     Chunk,
@@ -148,6 +148,7 @@ class IncrementalSnapshots:
         on_finished: Callable[[SnapshotTask, WorkerState], list[SnapshotTask]] = (
             lambda task, state: []
         ),
+        on_failed: Callable[[str, str], None] = lambda origin, reason: None,
     ) -> None:
         self.cluster = cluster
         self.queue = names.queue_name(cluster, set_name)
@@ -157,6 +158,7 @@ class IncrementalSnapshots:
         self.rows_per_chunk = rows_per_chunk
         self.max_attempts = max_attempts
         self.on_finished = on_finished
+        self.on_failed = on_failed
         self._sink: ChunkSink | None = None
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="chunk")
         self._parallel = parallel
@@ -236,7 +238,7 @@ class IncrementalSnapshots:
         for attempt, flight in list(self._flights.items()):
             if flight.future.done() and flight.future.exception() is not None:
                 del self._flights[attempt]
-                self._failed(flight, flight.future.exception())
+                state = self._failed(state, flight, flight.future.exception())
                 continue
             if not flight.ready:
                 continue
@@ -253,19 +255,48 @@ class IncrementalSnapshots:
                     )
                 self.target.drop_staging([attempt])
                 continue
-            state = self._complete(state, task, flight, staged)
+            try:
+                state = self._complete(state, task, flight, staged)
+            except PgshovelError as error:
+                if not _lasting(error) or not task.origin:
+                    raise
+                state = self._give_up(state, task, attempt, error)
         return state
 
-    def _failed(self, flight: _Flight, error: BaseException | None) -> None:
+    def _failed(
+        self, state: WorkerState, flight: _Flight, error: BaseException | None
+    ) -> WorkerState:
         table = flight.chunk.key_range.table.qualified
         if isinstance(error, TransientError):
             logger.warning(
                 "reading range %d of %s failed (%s); it is read again", flight.index, table, error
             )
-            return
+            return state
+        task = _task(state, flight.task)
+        if isinstance(error, PgshovelError) and _lasting(error) and task and task.origin:
+            return self._give_up(state, task, flight.chunk.attempt, error)
         if isinstance(error, PgshovelError):
             raise error
         raise RuntimeError(f"reading range {flight.index} of {table} failed: {error}") from error
+
+    def _give_up(
+        self, state: WorkerState, task: SnapshotTask, attempt: str, error: PgshovelError
+    ) -> WorkerState:
+        """A request's task failed for a lasting reason: drop every task of that request,
+        refuse it with the reason, and go on streaming (its other chunks in flight are
+        dropped when they land, their task gone)."""
+        reason = f"{task.purpose} of {task.schema}.{task.table} failed: {error}"
+        dropped = {t.id for t in state.tasks if t.origin == task.origin}
+        self.target.drop_staging([attempt])
+        for key in [key for key in self._verdicts if key[0] in dropped]:
+            del self._verdicts[key]
+        for task_id in dropped:
+            self._progress.pop(task_id, None)
+        state = state.replace(tasks=tuple(t for t in state.tasks if t.id not in dropped))
+        self.target.store_state(state)
+        logger.error("%s; the request is refused, the stream goes on", reason)
+        self.on_failed(task.origin, reason)
+        return state
 
     def _complete(
         self, state: WorkerState, task: SnapshotTask, flight: _Flight, staged: StagedChunk
@@ -339,9 +370,7 @@ class IncrementalSnapshots:
                 continue
             connection = connect(self.source_dsn, "pgshovel-replicate chunk plan", autocommit=True)
             try:
-                boundaries, total = sample_boundaries(
-                    connection, table, self.rows_per_chunk, task.where
-                )
+                boundaries, total = sample_boundaries(connection, table, self.rows_per_chunk)
             finally:
                 connection.close()
             lowers: list[Bound] = [None, *boundaries]
@@ -391,9 +420,16 @@ class IncrementalSnapshots:
         return read_chunk(
             self.source_dsn,
             chunk,
-            lambda copy_out: sink.stage_rows(chunk.attempt, chunk.key_range.table, copy_out),
+            lambda copy_out: sink.stage_rows(
+                chunk.attempt, chunk.key_range.table, copy_out, selected=bool(chunk.where)
+            ),
             lambda checksums: sink.stage_checksums(chunk.attempt, checksums),
         )
+
+
+def _lasting(error: PgshovelError) -> bool:
+    """Whether ``error`` ends a request: not a fault that passes (retried) nor a bug."""
+    return not isinstance(error, (TransientError, ProgrammingError))
 
 
 def _task(state: WorkerState, task_id: str) -> SnapshotTask | None:
