@@ -273,7 +273,10 @@ class IncrementalSnapshots:
             )
             return state
         task = _task(state, flight.task)
-        if isinstance(error, PgshovelError) and _lasting(error) and task and task.origin:
+        if task is None:  # its request was refused meanwhile: nothing waits for this read
+            self.target.drop_staging([flight.chunk.attempt])
+            return state
+        if isinstance(error, PgshovelError) and _lasting(error) and task.origin:
             return self._give_up(state, task, flight.chunk.attempt, error)
         if isinstance(error, PgshovelError):
             raise error

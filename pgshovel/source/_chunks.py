@@ -231,7 +231,8 @@ def read_chunk(
 
                     def copy_out(out: IO[bytes]) -> None:
                         copy = sql.SQL("COPY ({}) TO STDOUT").format(chunk_query(chunk))
-                        with connection.cursor() as reader:
+                        # (a sink may call this in a thread of its own: translated here too)
+                        with _read_only(chunk), connection.cursor() as reader:
                             reader.copy_expert(copy.as_string(reader), out, size=1 << 16)
 
                     rows = stage_rows(copy_out)

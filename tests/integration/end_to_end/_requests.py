@@ -19,13 +19,14 @@ from typing import Any
 
 import psycopg2
 from kazoo.client import KazooClient
+from psycopg2 import sql
 
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import SET, install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
-from ._targets import postgres_progress, source_rows
+from ._targets import postgres_progress, source_columns
 
 ADMIN = Path(sys.executable).with_name("pgshovel-admin")
 
@@ -158,13 +159,32 @@ class RequestStack:
         self.caught_up()
 
     def rows(self, table: str) -> tuple[list[Any], list[Any]]:
-        """(source rows, copy rows) of ``public.table``, sorted, duplicates kept."""
-        return source_rows(self.source, table), source_rows(self.target, table)
+        """(source rows, copy rows) of ``public.table``, sorted, duplicates kept; the source's
+        in the copy's columns (a set may capture some columns only)."""
+        columns = [name for name, _ in source_columns(self.target, table)]
+        return _rows(self.source, table, columns), _rows(self.target, table, columns)
 
     def assert_equal(self, *tables: str) -> None:
         for table in tables:
             source, copy = self.rows(table)
             assert copy == source, f"{table}: the copy differs from the source"
+
+
+def _rows(dsn: str, table: str, columns: Sequence[str]) -> list[tuple[str | None, ...]]:
+    connection = psycopg2.connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(
+                sql.SQL("SELECT {} FROM {}").format(
+                    sql.SQL(", ").join(
+                        sql.SQL("{}::text").format(sql.Identifier(c)) for c in columns
+                    ),
+                    sql.Identifier("public", table),
+                )
+            )
+            return sorted((tuple(row) for row in cursor.fetchall()), key=repr)
+    finally:
+        connection.close()
 
 
 def make_stack(
