@@ -36,14 +36,13 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 
-from pgshovel.abc import ChunkSink, Comparison, Target
+from pgshovel.abc import ChunkSink, Target
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError, ProgrammingError, TransientError
-from pgshovel.protocol import stream_pb2
+from pgshovel.replication.flights import Flight, Progress, Verdict
 from pgshovel.source import (
     Chunk,
     KeyRange,
@@ -53,7 +52,6 @@ from pgshovel.source import (
     read_chunk,
     sample_boundaries,
 )
-from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan
 from pgshovel.stream.state import Bound, Purpose, SnapshotTask, WorkerState
 
@@ -77,59 +75,6 @@ def new_task(
         origin=origin,
         repair=repair,
     )
-
-
-@dataclass
-class _Flight:
-    """One chunk being read, and what the stream did to its table meanwhile."""
-
-    chunk: Chunk
-    task: str
-    index: int
-    future: Future[StagedChunk]
-    opened: bool = False
-    ready: bool = False
-    invalid: str = ""
-    changed: set[tuple[str | None, ...]] = field(default_factory=set)
-    #: an unkeyed table's mutations from the low watermark's batch on, in stream order
-    mutations: list[stream_pb2.Mutation] = field(default_factory=list)
-
-    def replay(self, staged: StagedChunk) -> Sequence[stream_pb2.Mutation]:
-        """The mutations the read did not see (their transactions are not visible in its
-        snapshot): what the staged rows of an unkeyed table lack."""
-        if not self.mutations:
-            return ()
-        snapshot = parse_txid_snapshot(staged.snapshot)
-        return [m for m in self.mutations if not is_visible(m.transaction, snapshot)]
-
-
-@dataclass
-class _Verdict:
-    """A verify range's buckets over its comparisons: each compared once is enough."""
-
-    attempts: int = 0
-    equal: set[int] = field(default_factory=set)
-    differing: dict[int, tuple[int, int]] = field(default_factory=dict)
-    skipped: set[int] = field(default_factory=set)
-
-    def add(self, comparison: Comparison) -> None:
-        self.attempts += 1
-        self.equal |= comparison.equal
-        for bucket, counts in comparison.differing.items():
-            self.differing.setdefault(bucket, counts)
-        self.skipped |= comparison.skipped
-
-    @property
-    def pending(self) -> set[int]:
-        return self.skipped - self.equal - set(self.differing)
-
-
-@dataclass
-class Progress:
-    """Rows and time of one task, for the log line after each chunk."""
-
-    started: float = field(default_factory=time.monotonic)
-    rows: int = 0
 
 
 class IncrementalSnapshots:
@@ -162,8 +107,8 @@ class IncrementalSnapshots:
         self._sink: ChunkSink | None = None
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="chunk")
         self._parallel = parallel
-        self._flights: dict[str, _Flight] = {}
-        self._verdicts: dict[tuple[str, int], _Verdict] = {}
+        self._flights: dict[str, Flight] = {}
+        self._verdicts: dict[tuple[str, int], Verdict] = {}
         self._progress: dict[str, Progress] = {}
 
     def close(self) -> None:
@@ -264,7 +209,7 @@ class IncrementalSnapshots:
         return state
 
     def _failed(
-        self, state: WorkerState, flight: _Flight, error: BaseException | None
+        self, state: WorkerState, flight: Flight, error: BaseException | None
     ) -> WorkerState:
         table = flight.chunk.key_range.table.qualified
         if isinstance(error, TransientError):
@@ -302,13 +247,13 @@ class IncrementalSnapshots:
         return state
 
     def _complete(
-        self, state: WorkerState, task: SnapshotTask, flight: _Flight, staged: StagedChunk
+        self, state: WorkerState, task: SnapshotTask, flight: Flight, staged: StagedChunk
     ) -> WorkerState:
         rows = staged.rows
         replay = flight.replay(staged)
         if task.purpose == "verify":
             comparison = self.target.compare_chunk(flight.chunk, flight.changed, replay=replay)
-            verdict = self._verdicts.setdefault((task.id, flight.index), _Verdict())
+            verdict = self._verdicts.setdefault((task.id, flight.index), Verdict())
             verdict.add(comparison)
             if verdict.pending and verdict.attempts < self.max_attempts:
                 return state  # writes touched some buckets: compare those again later
@@ -417,7 +362,7 @@ class IncrementalSnapshots:
                     cluster=self.cluster,
                 )
                 future = self._pool.submit(self._read, chunk, self._sink)
-                self._flights[attempt] = _Flight(chunk, task.id, index, future)
+                self._flights[attempt] = Flight(chunk, task.id, index, future)
 
     def _read(self, chunk: Chunk, sink: ChunkSink) -> StagedChunk:
         return read_chunk(

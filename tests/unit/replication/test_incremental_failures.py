@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pgshovel.errors import DatabaseError, DatabaseUnavailable
-from pgshovel.replication.incremental import IncrementalSnapshots, _Flight, attempt_prefix, new_task
+from pgshovel.replication.flights import Flight
+from pgshovel.replication.incremental import IncrementalSnapshots, attempt_prefix, new_task
 from pgshovel.source import Chunk, Column, KeyRange, StagedChunk, TableShape
 from pgshovel.stream.state import SnapshotTask, WorkerState
 
@@ -53,7 +54,7 @@ def setup(origin: str) -> tuple[IncrementalSnapshots, RecordingTarget, WorkerSta
         attempt = f"{attempt_prefix('c', 's')}{task.id}.{index}.abcdef"
         chunk = Chunk(attempt, "q", KeyRange(ITEMS, index, *RANGES[index]), cluster="c")
         error = DatabaseError(f"comparing a chunk failed: column 'v' does not exist ({index})")
-        snapshots._flights[attempt] = _Flight(chunk, task.id, index, failing(error))
+        snapshots._flights[attempt] = Flight(chunk, task.id, index, failing(error))
     return snapshots, target, state, refusals
 
 

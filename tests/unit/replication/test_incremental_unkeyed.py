@@ -6,7 +6,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication.incremental import IncrementalSnapshots, _Flight, attempt_prefix
+from pgshovel.replication.flights import Flight
+from pgshovel.replication.incremental import IncrementalSnapshots, attempt_prefix
 from pgshovel.source import Chunk, Column, KeyRange, StagedChunk, TableShape
 from pgshovel.stream.batches import CommittedBatch, StreamPosition
 from pgshovel.stream.plan import MicroBatchPlan, plan_micro_batch
@@ -56,7 +57,7 @@ def test_the_mutations_the_read_did_not_see_are_replayed_and_only_those() -> Non
     attempt = f"{attempt_prefix('c', 's')}task.0.abcdef"
     future: Future[StagedChunk] = Future()
     chunk = Chunk(attempt, "pgshovel.c.s", KeyRange(JOURNAL, 0, None, None), cluster="c")
-    flight = _Flight(chunk, "task", 0, future)
+    flight = Flight(chunk, "task", 0, future)
     snapshots._flights[attempt] = flight
     try:
         before = insert("journal", 1, 90)  # before the low watermark's batch: not kept
@@ -80,7 +81,7 @@ def test_a_keyed_chunk_keeps_keys_and_replays_nothing() -> None:
     snapshots = IncrementalSnapshots("c", "s", "dbname=x", target=None, parallel=1)  # type: ignore[arg-type]
     attempt = f"{attempt_prefix('c', 's')}task.0.abcdef"
     chunk = Chunk(attempt, "pgshovel.c.s", KeyRange(ITEMS, 0, None, None), cluster="c")
-    flight = _Flight(chunk, "task", 0, Future())
+    flight = Flight(chunk, "task", 0, Future())
     snapshots._flights[attempt] = flight
     try:
         snapshots._observe(
