@@ -182,6 +182,11 @@ def write_result(
     path = f"{names.results_path(cluster, set_name)}/{name}"
     with authorized(client, path):
         try:
+            client.set(path, result.encode())
+            return
+        except NoNodeError:
+            pass
+        try:
             if acl is None:
                 acl = set_acl(client, cluster, set_name)
             client.create(path, result.encode(), acl=acl, makepath=True)

@@ -53,6 +53,8 @@ class RequestDesk:
         self._next_poll = 0.0
         #: requests refused whose answer ZooKeeper did not take: skipped from now on
         self._refused: set[str] = set()
+        #: why the requests could not be read at the last poll ("" when they could)
+        self._unread = ""
 
     def close(self) -> None:
         if self._client is not None:
@@ -79,8 +81,11 @@ class RequestDesk:
             client = self.zookeeper()
             found = requests.pending(client, self.cluster, self.set_name)
         except (KazooException, PgshovelError) as error:
-            logger.warning("cannot read requests from zookeeper (%s); trying again later", error)
+            if str(error) != self._unread:  # once, not every second
+                logger.warning("cannot read requests from zookeeper (%s); trying again", error)
+            self._unread = str(error)
             return state
+        self._unread = ""
         origins = {task.origin for task in state.tasks}
         for queued in found:
             name = queued.name
