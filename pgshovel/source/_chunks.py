@@ -41,7 +41,7 @@ from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError, DatabaseError
 from pgshovel.source._connection import connect, first_line, translating
 from pgshovel.source._filters import STANDARD_STRINGS, captured_rows, filter_sql
-from pgshovel.source._ranges import key_columns, range_predicate
+from pgshovel.source._ranges import key_columns, own_rows, range_predicate
 from pgshovel.source._shape import KeyRange, TableShape
 
 #: Buckets per chunk a checksum comparison tells apart (a few rows each, so the
@@ -105,7 +105,7 @@ def chunk_query(chunk: Chunk) -> sql.Composable:
     if not chunk.where:
         return sql.SQL("SELECT {} FROM {} WHERE {}").format(
             sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
-            sql.Identifier(table.schema, table.name),
+            own_rows(table),
             chunk_condition(chunk),
         )
     selected = sql.Identifier("f", SELECTED)
@@ -169,7 +169,7 @@ def checksum_query(
     ).format(
         bucket_expression(table, alias),
         hash_expression(table, alias),
-        sql.Identifier(table.schema, table.name),
+        own_rows(table),
         sql.Identifier(alias),
         condition,
     )
@@ -267,7 +267,7 @@ def sample_boundaries(
     """Range boundaries (text key values, byte order) for chunks of about ``rows_per_chunk``
     rows, and the number of rows they were planned for (every row: a filter decides which
     rows of a range are copied, never how the ranges are cut)."""
-    target = sql.Identifier(table.schema, table.name)
+    target = own_rows(table)
     keys = key_columns(table, "t", byte_order=True)
     with translating(f"planning chunks of {table.qualified!r}"), connection.cursor() as cursor:
         cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(target))

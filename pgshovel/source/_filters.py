@@ -27,6 +27,7 @@ from psycopg2.extensions import connection as Connection
 
 from pgshovel.errors import ConfigurationError
 from pgshovel.source._connection import first_line, is_unavailable, translate
+from pgshovel.source._ranges import own_rows
 from pgshovel.source._shape import TableShape
 
 #: The session setting the scanner's idea of a string constant needs.
@@ -196,11 +197,11 @@ def filter_sql(where: str) -> sql.Composable:
 
 
 def captured_rows(table: TableShape, condition: sql.Composable | None = None) -> sql.Composable:
-    """``(SELECT <captured columns> FROM table [WHERE condition]) AS <table name>``: what a
-    filter may see of the table, under the table's own name."""
+    """``(SELECT <captured columns> FROM ONLY table [WHERE condition]) AS <table name>``:
+    what a filter may see of the table (its own rows), under the table's own name."""
     query = sql.SQL("SELECT {} FROM {}").format(
         sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
-        sql.Identifier(table.schema, table.name),
+        own_rows(table),
     )
     if condition is not None:
         query = sql.SQL("{} WHERE {}").format(query, condition)
