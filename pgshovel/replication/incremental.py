@@ -164,9 +164,9 @@ class IncrementalSnapshots:
     def _observe(self, plan: MicroBatchPlan) -> None:
         for changes in plan.batches:
             marks = {mark.request for mark in changes.watermarks}
-            for attempt, flight in self._flights.items():
+            for flight in self._flights.values():
                 identity = flight.chunk.key_range.table.identity
-                if f"{attempt}:low" in marks:
+                if flight.chunk.low in marks:
                     flight.opened = True
                 if not flight.opened:
                     continue
@@ -176,7 +176,7 @@ class IncrementalSnapshots:
                     flight.changed |= changes.keys.get(identity, set())
                 else:
                     flight.mutations.extend(changes.unkeyed_of({identity}).get(identity, ()))
-                if f"{attempt}:high" in marks:
+                if flight.chunk.high in marks:
                     flight.ready = True
 
     def _finish_ready(self, state: WorkerState) -> WorkerState:

@@ -14,6 +14,7 @@ from pgshovel.source._chunks import (
     Checksum,
     Chunk,
     StagedChunk,
+    Watermarked,
     bucket_expression,
     checksum_query,
     chunk_condition,
@@ -50,6 +51,7 @@ from pgshovel.source._schema_events import (
     missing_value_text,
 )
 from pgshovel.source._shape import Column, KeyRange, TableShape
+from pgshovel.source._triggers import CapturedTable, captured_tables
 
 __all__ = [
     "BUCKETS",
@@ -58,6 +60,7 @@ __all__ = [
     "SELECTED",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
+    "CapturedTable",
     "Catalog",
     "Checksum",
     "Chunk",
@@ -70,9 +73,11 @@ __all__ = [
     "TableFacts",
     "TableInfo",
     "TableShape",
+    "Watermarked",
     "bucket_expression",
     "captured_rows",
     "captured_shape",
+    "captured_tables",
     "cast_is_exact",
     "check_filter",
     "check_filter_text",

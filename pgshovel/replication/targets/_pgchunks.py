@@ -28,7 +28,6 @@ from psycopg2.extensions import cursor as Cursor
 from pgshovel.abc import ChangedKeys, Comparison
 from pgshovel.errors import ConfigurationError
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication import copytext
 from pgshovel.replication.mutations import to_change
 from pgshovel.replication.targets._pgapply import apply_unkeyed
 from pgshovel.replication.targets._pgstate import STATE_SCHEMA
@@ -40,6 +39,7 @@ from pgshovel.source import (
     bucket_expression,
     checksum_query,
     chunk_condition,
+    copytext,
     hash_expression,
     output_text,
 )

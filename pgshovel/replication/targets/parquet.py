@@ -45,12 +45,11 @@ import pyarrow.parquet as pq
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
 from pgshovel.errors import ConfigurationError, ProgrammingError
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication import copytext
 from pgshovel.replication.mutations import to_change
 from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
 from pgshovel.replication.targets import _parquet_tables as tables
 from pgshovel.settings import NonEmptyText
-from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
+from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape, copytext
 from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
 from pgshovel.stream.state import WorkerState

@@ -22,8 +22,8 @@ from pgshovel.cluster import names
 from pgshovel.cluster.zookeeper import ClusterStore
 from pgshovel.errors import ConfigurationError, DatabaseError
 from pgshovel.replication import catalog
-from pgshovel.replication.copytext import decode_line
 from pgshovel.source import Chunk, KeyRange, TableShape, check_filter, connect, read_chunk
+from pgshovel.source.copytext import decode_line
 from tests.integration.capture._capture import SET, install
 
 pytestmark = [pytest.mark.integration]
