@@ -501,7 +501,9 @@ def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: 
 @click.argument("name")
 @table_arguments
 @click.option(
-    "--where", default="", help="Only rows matching this SQL condition (PostgreSQL target)."
+    "--where",
+    default="",
+    help="Only rows this SQL boolean expression selects in the source (PostgreSQL target).",
 )
 @timeout_option
 @click.pass_obj
@@ -512,10 +514,15 @@ def set_resnapshot(
 
     TABLE is schema.table or table (in public). The worker reads each table in
     key-range chunks between watermarks in the stream, so the copy stays exact
-    while writes go on; the command waits for its report.
+    while writes go on; the command waits for its report. --where copies only the
+    rows a boolean expression of the captured columns selects, evaluated on the
+    source alone (checked there before the request is written).
     """
     names.validate_set_name(name)
     request = requests.Request("resnapshot", admin_requests.parse_tables(tables), where)
+    if where:
+        with zookeeper.connect(options.zookeeper_hosts) as client:
+            admin_requests.check_where(client, options.cluster, name, request)
     _ask(options, name, request, timeout)
 
 

@@ -269,6 +269,7 @@ class Worker:
             rows_per_chunk=settings.rows_per_chunk,
             parallel=settings.parallel,
             on_finished=on_finished,
+            on_failed=(lambda origin, reason: None) if desk is None else desk.refuse,
         )
 
     def load(self) -> WorkerState:
