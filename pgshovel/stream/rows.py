@@ -18,12 +18,12 @@ set topic by its table and key.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream._codec_wire import length_prefixed, signed, varint
+from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, signed, varint
 from pgshovel.stream.codec import decode_error, filler_for
 
 __all__ = [
@@ -168,6 +168,10 @@ class RowsBuilder:
     _tables: dict[bytes, int] = field(default_factory=dict)
     _provenances: dict[bytes, int] = field(default_factory=dict)
     _changes: list[bytes] = field(default_factory=list)
+    _heads: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    _transaction: int = -1
+    _transaction_piece: bytes = b""
+    _clock: Callable[[int], bytes] = field(default_factory=clustered_varint)
 
     def add_change(self, change: EncodedChange) -> None:
         """``add`` of an encoded change."""
@@ -197,28 +201,38 @@ class RowsBuilder:
         if index is None:
             index = self._tables[table] = len(self._tables)
             self.size += len(table) + 4
-        parts = [_ID, signed(event_id)]
-        if index:
-            parts += (_TABLE, varint(index))
-        parts += (_OPERATION, varint(operation))
-        if transaction:
-            parts += (_TRANSACTION, varint(transaction))
-        if timestamp:
-            parts += (_TIMESTAMP, signed(timestamp))
-        if old:
-            parts += (_OLD, varint(len(old)), old)
-        if new:
-            parts += (_NEW, varint(len(new)), new)
-        if provenance is not None:
-            number = self._provenances.get(provenance)
-            if number is None:
-                number = self._provenances[provenance] = len(self._provenances) + 1
-                self.size += len(provenance) + 4
-            parts += (_PROVENANCE, varint(number))
-        change = b"".join(parts)
+        # The fields in number order: id, table (0 left out), operation, transaction,
+        # timestamp, old, new, provenance; what repeats from change to change is cached.
+        head = self._heads.get((index, operation))
+        if head is None:
+            head = self._heads[(index, operation)] = (
+                (_TABLE + varint(index) if index else b"") + _OPERATION + varint(operation)
+            )
+        if transaction != self._transaction:
+            self._transaction = transaction
+            self._transaction_piece = _TRANSACTION + varint(transaction) if transaction else b""
+        change = b"".join(
+            (
+                _ID,
+                varint(event_id) if event_id >= 0 else signed(event_id),
+                head,
+                self._transaction_piece,
+                _TIMESTAMP + self._clock(timestamp) if timestamp else b"",
+                _OLD + varint(len(old)) + old if old else b"",
+                _NEW + varint(len(new)) + new if new else b"",
+                b"" if provenance is None else _PROVENANCE + varint(self._provenance(provenance)),
+            )
+        )
         self._changes.append(_CHANGES + varint(len(change)) + change)
         self.size += len(change) + 4
         self.count += 1
+
+    def _provenance(self, provenance: bytes) -> int:
+        number = self._provenances.get(provenance)
+        if number is None:
+            number = self._provenances[provenance] = len(self._provenances) + 1
+            self.size += len(provenance) + 4
+        return number
 
     def take(self) -> bytes | None:
         if not self._changes:
@@ -232,7 +246,7 @@ class RowsBuilder:
                 varint(self.count),
             ]
         )
-        self._tables, self._provenances, self._changes = {}, {}, []
+        self._tables, self._provenances, self._changes, self._heads = {}, {}, [], {}
         self.size = self.count = 0
         return payload
 

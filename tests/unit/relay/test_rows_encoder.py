@@ -15,7 +15,7 @@ from pgshovel.relay.events import QueueEvent
 from pgshovel.relay.rows import RowsEncoder
 from pgshovel.relay.schema import SchemaTracker
 from pgshovel.stream.provenance import ProvenanceResolver
-from pgshovel.stream.rows import RowsBuilder, partition_of, to_mutations
+from pgshovel.stream.rows import RowsBuilder, partition_of, split_line, to_mutations
 from tests.unit.relay.test_encode_events import MIXED, _texts
 from tests.unit.relay.test_events import Catalog, History, _decoder
 
@@ -103,3 +103,14 @@ def test_a_key_change_goes_to_the_partitions_of_both_keys():
     assert set(change.partitions) == expected
     truncate = encoder.encode(tuple(_event("T", None, None, 4)))
     assert truncate.partitions == tuple(range(8))
+
+
+@pytest.mark.parametrize(
+    "note", ["plain", "tab\there", "new\nline", "cr\rhere", "back\\slash", "\\N", None, ""]
+)
+def test_values_copy_escapes_read_back_as_they_were(note):
+    row = {name: "1" for name in MIXED} | {"note": note, "tags": None, "doc": '{"a": 1}'}
+    change = _encoder().encode(tuple(_event("I", None, row, 1)))
+    values = split_line(change.new)
+    assert values[list(MIXED).index("note")] == note
+    assert values[list(MIXED).index("tags")] is None
