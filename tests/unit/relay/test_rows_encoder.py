@@ -111,6 +111,7 @@ def test_a_key_change_goes_to_the_partitions_of_both_keys():
 def test_values_copy_escapes_read_back_as_they_were(note):
     row = {name: "1" for name in MIXED} | {"note": note, "tags": None, "doc": '{"a": 1}'}
     change = _encoder().encode(tuple(_event("I", None, row, 1)))
+    assert change.new is not None
     values = split_line(change.new)
     assert values[list(MIXED).index("note")] == note
     assert values[list(MIXED).index("tags")] is None
