@@ -8,9 +8,12 @@ publisher: its epoch must not be older).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, overload
 
 from pgshovel.protocol import stream_pb2
+from pgshovel.stream.rows import to_mutations
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,65 @@ class StreamPosition:
         return None
 
 
+@dataclass(frozen=True)
+class RowsMessage:
+    """A ROWS message of a batch as read: where, the header it carried, its row changes."""
+
+    offset: int
+    publisher: bytes
+    sequence: int
+    rows: stream_pb2.MutationBatch
+
+
+class RowMutations(Sequence[stream_pb2.Mutation]):
+    """A batch's row changes as ``Mutation``s, decoded on first use (``to_mutations``).
+
+    Its length is known without decoding, and ``messages`` are the ROWS messages
+    themselves: a consumer that stages rows as they are (the worker's executors)
+    never pays for typed values; any other reader sees the mutations.
+    """
+
+    __slots__ = ("_count", "_decoded", "messages")
+
+    def __init__(self, messages: tuple[RowsMessage, ...], count: int) -> None:
+        self.messages = messages
+        self._count = count
+        self._decoded: tuple[stream_pb2.Mutation, ...] | None = None
+
+    def _all(self) -> tuple[stream_pb2.Mutation, ...]:
+        if self._decoded is None:
+            self._decoded = tuple(
+                mutation for message in self.messages for mutation in to_mutations(message.rows)
+            )
+        return self._decoded
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> stream_pb2.Mutation: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[stream_pb2.Mutation]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[stream_pb2.Mutation]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, RowMutations)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RowMutations({self._count} row change(s) in {len(self.messages)} message(s))"
+
+
 Marker = tuple[int, "stream_pb2.SchemaChange | stream_pb2.Watermark"]
 """A schema change or watermark of a batch, and how many of the batch's mutations precede it."""
 
@@ -51,7 +113,8 @@ class CommittedBatch:
     node: bytes
     batch_id: int
     begin: stream_pb2.Begin
-    mutations: tuple[stream_pb2.Mutation, ...]
+    #: a tuple, or ``RowMutations`` for a batch the ROWS encoding carried
+    mutations: Sequence[stream_pb2.Mutation]
     # Position of the batch's Commit message; store it with the applied data.
     position: StreamPosition
     #: schema changes and watermarks, each after the first ``n`` mutations (``(n, operation)``)

@@ -29,11 +29,16 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from pgshovel.errors import CodecError, StreamError
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream.batches import CommittedBatch, Marker, StreamPosition
+from pgshovel.stream.batches import (
+    CommittedBatch,
+    Marker,
+    RowMutations,
+    RowsMessage,
+    StreamPosition,
+)
 from pgshovel.stream.provenance import ProvenanceResolver
-from pgshovel.stream.rows import to_mutations
 
 __all__ = ["State", "StreamValidator", "ValidatorStatistics"]
 
@@ -94,6 +99,9 @@ class StreamValidator:
         self._mutations: list[stream_pb2.Mutation] = []
         #: row changes the open ROWS batch held so far (counted against its commit)
         self._rows = 0
+        #: the open ROWS batch's messages held (since its last part) and their row changes
+        self._row_messages: list[RowsMessage] = []
+        self._held_rows = 0
         self._markers: list[Marker] = []
         self._provenance = ProvenanceResolver()
         #: offset of the last message of the open batch
@@ -194,13 +202,15 @@ class StreamValidator:
         The consumer applies the part without committing it: the batch may still roll
         back, and then ``take_abandoned`` says so.
         """
-        if self._state is not State.OPEN or len(self._mutations) < max(at_least, 1):
+        if self._state is not State.OPEN or self._held() < max(at_least, 1):
             return None
         begin = self._begin
         if begin is None:  # pragma: no cover - OPEN always has a Begin
             return None
-        part = self._held(begin, self._last_offset, complete=False)
+        part = self._batch(begin, self._last_offset, complete=False)
         self._mutations = []
+        self._row_messages = []
+        self._held_rows = 0
         self._markers = []
         self._parts_out = True
         self.statistics.parts_taken += 1
@@ -285,6 +295,8 @@ class StreamValidator:
         self._begin = operation.begin
         self._mutations = []
         self._rows = 0
+        self._row_messages = []
+        self._held_rows = 0
         self._markers = []
         self._provenance.reset()
         self._last_offset = offset
@@ -325,10 +337,9 @@ class StreamValidator:
                 offset,
                 message,
             )
-        try:
-            self._mutations.extend(to_mutations(rows))
-        except CodecError as error:
-            raise self._error(str(error), offset, message) from error
+        header = message.header
+        self._row_messages.append(RowsMessage(offset, header.publisher, header.sequence, rows))
+        self._held_rows += rows.count
         self._rows += rows.count
         self._last_offset = offset
         return None
@@ -339,7 +350,7 @@ class StreamValidator:
         operation = message.operation
         kind = operation.WhichOneof("operation")
         marker = operation.schema_change if kind == "schema_change" else operation.watermark
-        self._markers.append((len(self._mutations), marker))
+        self._markers.append((self._held(), marker))
         return None
 
     def _on_commit(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
@@ -357,7 +368,7 @@ class StreamValidator:
                 message,
             )
         self._committed[self._batch_node] = self._batch_id
-        batch = self._held(begin, offset, complete=True)
+        batch = self._batch(begin, offset, complete=True)
         self.statistics.batches_committed += 1
         self._discard(committed=True)
         return batch
@@ -404,14 +415,22 @@ class StreamValidator:
 
     # Helpers.
 
-    def _held(self, begin: stream_pb2.Begin, offset: int, complete: bool) -> CommittedBatch:
+    def _held(self) -> int:
+        """The mutations the open batch holds (since its last part)."""
+        return len(self._mutations) + self._held_rows
+
+    def _batch(self, begin: stream_pb2.Begin, offset: int, complete: bool) -> CommittedBatch:
         """The open batch's mutations and markers held so far, positioned at ``offset`` (the
         current publisher's last message)."""
         return CommittedBatch(
             node=self._batch_node,
             batch_id=self._batch_id,
             begin=begin,
-            mutations=tuple(self._mutations),
+            mutations=(
+                RowMutations(tuple(self._row_messages), self._held_rows)
+                if self._row_messages
+                else tuple(self._mutations)
+            ),
             markers=tuple(self._markers),
             position=StreamPosition(
                 offset=offset,
@@ -443,6 +462,8 @@ class StreamValidator:
         self._parts_out = False
         self._begin = None
         self._mutations = []
+        self._row_messages = []
+        self._held_rows = 0
         self._markers = []
         self._provenance.reset()
         self._state = State.IDLE

@@ -12,6 +12,7 @@ from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.framing import MutationFramer, RowFramer
 from pgshovel.relay.relay import _tick_message
+from pgshovel.stream.batches import RowMutations
 from pgshovel.stream.validation import StreamValidator
 from tests.unit.relay.test_publish import Catalog, _row
 
@@ -84,3 +85,13 @@ def test_a_reader_of_one_message_per_mutation_stops_on_rows_never_misreads_them(
     assert messages[1].operation.WhichOneof("operation") is None
     with pytest.raises(StreamError, match="message has no operation"):
         _batches(messages)
+
+
+def test_rows_are_decoded_only_when_a_reader_asks_for_mutations() -> None:
+    (batch,) = _batches(_framed(RowFramer(Catalog(), 3, 1, 300), batches=1))
+    mutations = batch.mutations
+    assert isinstance(mutations, RowMutations)
+    assert len(mutations) == 30 and mutations._decoded is None  # counted, not decoded
+    assert sum(message.rows.count for message in mutations.messages) == 30
+    assert [mutation.id for mutation in mutations] == list(range(1, 31))
+    assert mutations._decoded is not None
