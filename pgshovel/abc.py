@@ -25,6 +25,7 @@ from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import MicroBatchPlan
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 
 __all__ = [
@@ -320,8 +321,9 @@ class Stream(Protocol):
         """Connect; ``default_topic`` is used unless the configuration names a topic."""
         ...
 
-    def end_offset(self) -> int:
-        """The offset the next message written to the topic will get."""
+    def start_position(self) -> StreamPosition:
+        """The position before the next message written to the topic (every partition): the
+        loader notes it before it exports its snapshot."""
         ...
 
     def micro_batches(

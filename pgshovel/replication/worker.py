@@ -3,10 +3,10 @@
 Order of effects, which crash safety rests on:
 
 1. the target returns its stored state (taking a lock so one worker runs per set);
-2. with no state, or a snapshot load that never finished: note the topic's end
-   offset, export the source snapshot, record phase ``snapshot`` (the target
-   empties the set's tables), copy every range, then record phase
-   ``streaming`` with that offset and snapshot;
+2. with no state, or a snapshot load that never finished: note the stream's
+   position at the topic's end, export the source snapshot, record phase
+   ``snapshot`` (the target empties the set's tables), copy every range, then
+   record phase ``streaming`` with that position and snapshot;
 3. for each micro-batch: drop mutations the snapshot already holds (handoff),
    then apply the batches and store the position of the last Commit in the
    same target transaction. Nothing is acknowledged anywhere else: the Kafka
@@ -182,7 +182,7 @@ class Worker:
                 if not state.tables:
                     # A state stored before pgshovel 0.2: the source catalog has the shapes.
                     state = state.replace(tables=tuple(read_table_shapes(self.set_configuration)))
-                logger.info("resuming the stream at offset %d", state.next_offset)
+                logger.info("resuming the stream at position %s", state.position.describe())
             target.drop_staging()
             self.state = state
             return self.stream(state, should_stop, on_success, snapshots, desk, board)
@@ -262,11 +262,11 @@ class Worker:
     def load(self) -> WorkerState:
         """Copy a consistent snapshot of every table; return the streaming state after it."""
         target = self.configuration.target
-        start_offset = self.configuration.stream.end_offset()
+        start = self.configuration.stream.start_position()
         begun: list[WorkerState] = []
 
         def on_exported(txid_snapshot: str, tables: list[TableShape]) -> None:
-            state = WorkerState("snapshot", txid_snapshot, start_offset, tables=tuple(tables))
+            state = WorkerState("snapshot", txid_snapshot, start, tables=tuple(tables))
             begun.append(state)
             target.begin_snapshot(state)
 
@@ -280,10 +280,10 @@ class Worker:
         state = begun[0].replace(phase="streaming")
         target.finish_snapshot(state)
         logger.info(
-            "snapshot loaded: %d rows in %d table(s); streaming from offset %d",
+            "snapshot loaded: %d rows in %d table(s); streaming from %s",
             sum(report.rows for report in self.load_reports),
             len(self.load_reports),
-            start_offset,
+            start.describe(),
         )
         return state
 
@@ -367,13 +367,13 @@ class Worker:
             seconds = time.monotonic() - started
             logger.info(
                 "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs (%.0f mutations/s); "
-                "offset %d, lag %.3fs, %d message(s)",
+                "position %s, lag %.3fs, %d message(s)",
                 len(batches),
                 mutations,
                 rows,
                 seconds,
                 mutations / seconds if seconds > 0 else 0.0,
-                state.next_offset - 1,
+                state.position.describe(),
                 lag,
                 micro_batch.lag,
             )

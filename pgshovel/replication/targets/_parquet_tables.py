@@ -178,7 +178,7 @@ def write_change_log(
     """The change log file ``name`` of ``table``: one row per mutation, in stream order."""
     shape = shape_version(table)
     columns: list[Any] = [
-        pa.array([batch.position.offset for batch, _ in entries], pa.int64()),
+        pa.array([batch.offset for batch, _ in entries], pa.int64()),
         pa.array(list(range(len(entries))), pa.int32()),
         pa.array([batch.node.hex() for batch, _ in entries], pa.string()),
         pa.array([batch.batch_id for batch, _ in entries], pa.int64()),

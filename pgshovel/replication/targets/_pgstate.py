@@ -16,7 +16,6 @@ from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.errors import AlreadyRunning
 from pgshovel.replication.targets import _pgwake
-from pgshovel.stream.batches import StreamPosition
 from pgshovel.stream.state import WorkerState, from_document, to_document
 
 STATE_SCHEMA = "pgshovel_replication"
@@ -235,33 +234,35 @@ def read(cursor: Cursor, cluster: str, set_name: str) -> WorkerState | None:
     phase, snapshot, start_offset, offset, publisher, sequence, epoch, nodes, batches = row
     position = None
     if offset is not None:
-        position = StreamPosition(
-            offset=offset,
-            publisher=bytes(publisher),
-            sequence=sequence,
-            epoch=epoch,
-            committed=tuple(
-                (bytes(node), batch) for node, batch in zip(nodes, batches, strict=True)
-            ),
-        )
+        position = {
+            "offset": offset,
+            "publisher": bytes(publisher).hex(),
+            "sequence": sequence,
+            "epoch": epoch,
+            "committed": [
+                [bytes(node).hex(), batch] for node, batch in zip(nodes, batches, strict=True)
+            ],
+        }
     cursor.execute(_SELECT_EXTENSION, (cluster, set_name))
     tables, broken, tasks, horizon = cursor.fetchone() or ([], [], [], "")
-    extension = from_document(
+    return from_document(
         {
             "phase": phase,
             "snapshot": snapshot,
             "start_offset": start_offset,
+            "position": position,
             "tables": tables,
             "broken": broken,
             "tasks": tasks,
             "horizon": horizon,
         }
     )
-    return extension.replace(position=position)
 
 
 def write(cursor: Cursor, cluster: str, set_name: str, state: WorkerState) -> None:
-    position = state.position
+    cursor_ = state.position.cursor(0)
+    consumed = cursor_.consumed
+    committed = state.position.committed
     cursor.execute(
         _UPSERT,
         (
@@ -269,13 +270,13 @@ def write(cursor: Cursor, cluster: str, set_name: str, state: WorkerState) -> No
             set_name,
             state.phase,
             state.snapshot,
-            state.start_offset,
-            None if position is None else position.offset,
-            None if position is None else position.publisher,
-            None if position is None else position.sequence,
-            None if position is None else position.epoch,
-            [] if position is None else [node for node, _ in position.committed],
-            [] if position is None else [batch for _, batch in position.committed],
+            cursor_.next_offset,
+            cursor_.next_offset - 1 if consumed else None,
+            cursor_.publisher if consumed else None,
+            cursor_.sequence if consumed else None,
+            cursor_.epoch if consumed else None,
+            [node for node, _ in committed],
+            [batch for _, batch in committed],
         ),
     )
     document = to_document(state)

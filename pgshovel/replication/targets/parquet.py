@@ -134,7 +134,7 @@ class ParquetTarget:
 
     def _discard_uncommitted(self, state: WorkerState) -> None:
         """Delete what a crashed micro-batch wrote before its state was committed."""
-        applied = -1 if state.position is None else state.position.offset
+        applied = state.position.messages - 1 if state.position.consumed else -1
         for schema_directory in self.root.iterdir():
             if not schema_directory.is_dir():
                 continue
@@ -179,9 +179,9 @@ class ParquetTarget:
         False) are named by their own last offset, which is below the Commit's and above
         the stored position, so a crash leaves them to ``_discard_uncommitted``."""
         if not commit and plan.batches:
-            offset = plan.batches[-1].batch.position.offset
-        elif commit and state.position is not None:
-            offset = state.position.offset
+            offset = plan.batches[-1].batch.offset
+        elif commit and state.position.consumed:
+            offset = state.position.messages - 1
         else:
             raise ProgrammingError("parquet target: apply needs a stream position")
         versions = dict(self._versions if self._pending is None else self._pending)
@@ -358,7 +358,7 @@ def current_path(path: str, schema: str, table: str) -> str:
 def change_files(path: str, schema: str, table: str) -> list[str]:
     """The committed change log files of ``schema.table``, oldest first."""
     state, _ = _state(path)
-    applied = -1 if state.position is None else state.position.offset
+    applied = state.position.messages - 1 if state.position.consumed else -1
     directory = table_directory(Path(path), schema, table) / "changes"
     return [
         str(file)

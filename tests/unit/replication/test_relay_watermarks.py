@@ -8,8 +8,9 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.relay.chunk_window import relay_attempt_prefix
 from pgshovel.replication.incremental import IncrementalSnapshots, _Flight, attempt_prefix
 from pgshovel.source import Chunk, Column, KeyRange, TableShape
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import BatchChanges, MicroBatchPlan
+from tests._positions import after
 
 ITEMS = TableShape("public", "items", (Column("id", "integer", "int4", True),), ("id",))
 
@@ -20,7 +21,7 @@ def plan_with(*marks: str, keys: set[tuple[str | None, ...]] | None = None) -> M
         batch_id=1,
         begin=stream_pb2.Begin(),
         mutations=(),
-        position=StreamPosition(0, b"p" * 16, 0, 1),
+        position=after(0),
     )
     changes = BatchChanges(
         batch,
