@@ -110,8 +110,10 @@ class StreamPosition:
         not read (``path`` is the document's own name in those errors).
 
         Also reads the forms of earlier releases: ``{"offset", "publisher", "sequence",
-        "epoch", "committed"}`` (the offset of the last message consumed), and None with the
-        ``start_offset`` stored beside it (nothing consumed since the loader's snapshot).
+        "epoch", "committed"}`` (the offset of the last message consumed; the committed
+        batches as pairs or, from 0.2's state table, as ``committed_nodes`` and
+        ``committed_batches``), and None with the ``start_offset`` stored beside it (nothing
+        consumed since the loader's snapshot).
         """
         if document is None:
             if start_offset is None:
@@ -179,4 +181,26 @@ def _legacy(document: dict[str, Any], path: str) -> StreamPosition:
     )
     if not cursor.publisher:
         raise StateError(f"field {path + '.publisher'!r}: expected a publisher id, got ''")
+    if "committed_nodes" in document or "committed_batches" in document:
+        return StreamPosition((cursor,), _committed_columns(document, path))
     return StreamPosition((cursor,), _committed(document, path))
+
+
+def _committed_columns(document: dict[str, Any], path: str) -> tuple[tuple[bytes, int], ...]:
+    """The committed batches as 0.2's state table held them: two arrays, nodes and ids."""
+    nodes = _fields.items(
+        _fields.field(document, "committed_nodes", path, default=[]),
+        f"{path}.committed_nodes",
+        _fields.hexadecimal,
+    )
+    batches = _fields.items(
+        _fields.field(document, "committed_batches", path, default=[]),
+        f"{path}.committed_batches",
+        lambda value, where: _fields.integer(value, where, minimum=0),
+    )
+    if len(nodes) != len(batches):
+        raise StateError(
+            f"field {path + '.committed_nodes'!r}: {len(nodes)!r} node(s) but "
+            f"{len(batches)!r} batch id(s) in {path + '.committed_batches'!r}; they go in pairs"
+        )
+    return tuple(zip(nodes, batches, strict=True))

@@ -187,7 +187,11 @@ def shape_from_document(value: Any, path: str = "table") -> TableShape:
 
 def task_to_document(task: SnapshotTask) -> dict[str, Any]:
     document = dataclasses.asdict(task)
-    document["ranges"] = [[lower, upper] for lower, upper in task.ranges]
+    document["ranges"] = [
+        [None if bound is None else list(bound) for bound in pair] for pair in task.ranges
+    ]
+    document["done"] = list(task.done)
+    document["differences"] = [list(difference) for difference in task.differences]
     return document
 
 

@@ -24,6 +24,7 @@ from pgshovel.stream.plan import MicroBatchPlan, plan_micro_batch
 from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 from tests._positions import after
+from tests.stored_state import applied_offset, sole_postgres_state
 
 pytestmark = [pytest.mark.integration]
 
@@ -112,8 +113,7 @@ def test_a_provenance_the_table_cannot_hold_fails_the_micro_batch(target: Any) -
         opened.apply(plan(2, [insert(5), insert(6, client_addr="not an address")], True), committed)
     assert rows(dsn, AUDIT) == []
     assert rows(dsn, "SELECT count(*) FROM notes") == [(0,)], "the data rolled back with it"
-    stored = "SELECT position_offset FROM pgshovel_replication.worker_state"
-    assert rows(dsn, stored) == [(None,)]
+    assert applied_offset(sole_postgres_state(dsn)) is None
 
 
 def test_a_worker_starting_takes_no_lock_on_an_existing_audit_table(target: Any) -> None:

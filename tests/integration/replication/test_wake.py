@@ -16,7 +16,7 @@ from typing import Any
 import psycopg2
 import pytest
 
-from pgshovel.replication.targets import _pgwake
+from pgshovel.replication.targets import _pgstate, _pgwake
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
@@ -125,11 +125,9 @@ def test_without_a_worker_waiters_poll_and_still_see_the_commit(
     assert "Lock/advisory" not in seen, seen
     assert seen.count("Timeout/PgSleep") >= 0.5 * len(seen), seen
     with psycopg2.connect(database) as connection, connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE pgshovel_replication.worker_state SET horizon = %s "
-            "WHERE cluster = %s AND set_name = %s",
-            (AFTER, CLUSTER, SET),
-        )
+        stored = _pgstate.read(cursor, CLUSTER, SET)
+        assert stored is not None
+        _pgstate.write(cursor, CLUSTER, SET, stored.replace(horizon=AFTER))
     connection.close()
     waiter.join(10)
     assert waiter.result is True
