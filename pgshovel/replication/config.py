@@ -27,7 +27,7 @@ from typing import Annotated, Any, cast
 from pydantic import BeforeValidator, Field, SecretStr
 
 from pgshovel import settings
-from pgshovel.abc import Loader, Stream, Target
+from pgshovel.abc import TARGET_CAPABILITIES, Loader, Stream, Target
 from pgshovel.components import ComponentSpec
 from pgshovel.source import SourceConnection
 
@@ -69,6 +69,7 @@ class StreamSpec(ComponentSpec):
 
 class TargetSpec(ComponentSpec):
     contract = Target
+    capabilities = TARGET_CAPABILITIES
 
 
 class ReplicationSettings(settings.Settings):

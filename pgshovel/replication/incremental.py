@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pgshovel.abc import ChunkSink, Comparison, Target
+from pgshovel.abc import ChunkSink, ChunkTarget, Comparison
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError, TransientError
 from pgshovel.source import Chunk, KeyRange, TableShape, connect, read_chunk, sample_boundaries
@@ -112,7 +112,7 @@ class IncrementalSnapshots:
         cluster: str,
         set_name: str,
         source_dsn: str,
-        target: Target,
+        target: ChunkTarget,
         *,
         rows_per_chunk: int = 20_000,
         parallel: int = 2,

@@ -33,7 +33,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from pgshovel.abc import TableLoadReport, Target
+from pgshovel.abc import ChunkTarget, TableLoadReport
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
 from pgshovel.cluster.zookeeper import ClusterStore
@@ -42,7 +42,7 @@ from pgshovel.errors import CoordinatorUnavailable, DatabaseUnavailable, Pgshove
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.protocol.stream_pb2 import SchemaChange
-from pgshovel.replication import catalog
+from pgshovel.replication import capabilities, catalog
 from pgshovel.replication.config import ReplicationConfiguration
 from pgshovel.replication.incremental import IncrementalSnapshots
 from pgshovel.replication.metrics import WorkerMetrics
@@ -165,7 +165,8 @@ class Worker:
             if desk is None
             else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
         )
-        snapshots = self._incremental(target, desk)
+        snapshots = self._incremental(target, desk) if isinstance(target, ChunkTarget) else None
+        logger.info("target %s offers %s", type(target).__name__, capabilities.describe(target))
         try:
             if desk is not None:
                 self._watch_set(desk)
@@ -177,19 +178,21 @@ class Worker:
                         "the previous snapshot load did not finish; emptying the set's tables "
                         "and loading again"
                     )
-                state = self.load()
+                state = self.load(state)
             else:
                 if not state.tables:
                     # A state stored before pgshovel 0.2: the source catalog has the shapes.
                     state = state.replace(tables=tuple(read_table_shapes(self.set_configuration)))
                 logger.info("resuming the stream at position %s", state.position.describe())
-            target.drop_staging()
+            if isinstance(target, ChunkTarget):
+                target.drop_staging()
             self.state = state
             return self.stream(state, should_stop, on_success, snapshots, desk, board)
         finally:
             if board is not None:
                 board.close()
-            snapshots.close()
+            if snapshots is not None:
+                snapshots.close()
             if desk is not None:
                 desk.close()
             stream.close()
@@ -235,7 +238,7 @@ class Worker:
         except (CoordinatorUnavailable, KazooException) as error:
             logger.warning("cannot watch set %r in zookeeper: %s", self.set_name, error)
 
-    def _incremental(self, target: Target, desk: RequestDesk | None) -> IncrementalSnapshots:
+    def _incremental(self, target: ChunkTarget, desk: RequestDesk | None) -> IncrementalSnapshots:
         settings = self.configuration.snapshots
 
         def on_finished(task: SnapshotTask, state: WorkerState) -> list[SnapshotTask]:
@@ -259,9 +262,12 @@ class Worker:
             on_finished=on_finished,
         )
 
-    def load(self) -> WorkerState:
-        """Copy a consistent snapshot of every table; return the streaming state after it."""
-        target = self.configuration.target
+    def load(self, stored: WorkerState | None = None) -> WorkerState:
+        """Copy a consistent snapshot of every table; return the streaming state after it
+        (``stored``: what the target held, a load that did not finish, or None)."""
+        target = capabilities.snapshot_target(
+            self.configuration.target, stored, self.cluster, self.set_name
+        )
         start = self.configuration.stream.start_position()
         begun: list[WorkerState] = []
 
@@ -335,6 +341,7 @@ class Worker:
                 key_text=key_text,
             )
             self._report_broken(plan, state)
+            capabilities.check_recopy(target, plan)
             if not batches[-1].complete:
                 state = self._apply_part(plan, state, snapshots, parts)
                 in_parts += len(batches[-1].mutations)
