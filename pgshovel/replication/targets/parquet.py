@@ -159,9 +159,13 @@ class ParquetTarget:
             logger.info("upgraded the state file of %s: versions now named by commit", self.root)
         return stored.state
 
-    def _write(self, state: WorkerState, versions: dict[str, str]) -> None:
-        """Replace the state file: the commit of everything written under its names."""
-        _parquet_state.write(self.root, _parquet_state.Stored(state, dict(versions), self._commits))
+    def _write(
+        self, state: WorkerState, versions: dict[str, str], commits: int | None = None
+    ) -> None:
+        """Replace the state file: the commit of everything written under its names
+        (``commits``: the number of the commit this is, if it commits a micro-batch)."""
+        number = self._commits if commits is None else commits
+        _parquet_state.write(self.root, _parquet_state.Stored(state, dict(versions), number))
 
     def _discard_uncommitted(self, stored: _parquet_state.Stored) -> None:
         """Delete what a crashed micro-batch wrote before its state was committed."""
@@ -223,8 +227,8 @@ class ParquetTarget:
         if not commit:
             self._pending = versions
             return rows
+        self._write(state, versions, commit_number)
         self._commits = commit_number
-        self._write(state, versions)
         self._forget_superseded(versions)
         return rows
 
