@@ -2,18 +2,23 @@
 --
 -- Installed by pgshovel-admin (set create / set update / cluster upgrade) with
 -- psycopg2.sql: {schema} is the cluster's schema, {triggers} a LIKE pattern
--- matching the cluster's trigger names, {queues} the cluster's queue name prefix.
+-- matching the cluster's trigger names, {queues} the cluster's queue name prefix,
+-- {rewrites} the name of a transaction-local setting (see on_rewrite).
 -- Statements are separated by lines holding only "-- statement".
 --
 -- Every change to a captured table's shape is written into the queue of every
 -- set capturing it, inside the DDL's own transaction, as an event of type 'S'
 -- (schema), so it is ordered exactly between the mutations before and after:
 --   ev_data    JSON: kind (announce|alter|drop|remove), command (tag), relation
---              (oid), rewritten (the statement had a USING clause), columns
---              (every live column: name, number, type_oid, sql_type, not_null,
---              has_default, has_missing, missing (attmissingval's text),
---              generated), indexes (unique, valid, plain: primary + columns),
---              captured (the set's column list, null: all), key_columns
+--              (oid), rewritten (the command changed existing rows' values in a
+--              way the shape does not tell: see on_ddl), columns (every live
+--              column: name, number, type_oid, sql_type, not_null, has_default,
+--              has_missing, missing (attmissingval's text), generated), indexes
+--              (unique, valid, plain: primary + columns), captured (the set's
+--              column list, null: all), key_columns, disabled (the set's
+--              triggers on the table that do not fire: DISABLE TRIGGER, ENABLE
+--              REPLICA TRIGGER), uncaptured (true: a table took the name of one
+--              of the set's tables without the set's triggers: see claim)
 --   ev_extra1  schema, ev_extra2 table (their names now), ev_extra3 set version,
 --   ev_extra4  key columns (JSON)
 -- and recorded in {schema}.schema_history, so a relay that meets a table for
@@ -97,6 +102,7 @@ DECLARE
     arguments text[];
     shape text;
     previous text;
+    disabled text[];
     announced integer := 0;
 BEGIN
     SELECT n.nspname, c.relname INTO namespace, relation
@@ -138,6 +144,14 @@ BEGIN
     LOOP
         arguments := {schema}.trigger_arguments(trig.tgargs);
         CONTINUE WHEN only_queue IS NOT NULL AND arguments[1] <> only_queue;
+        -- The set's triggers on the table (those writing into its queue) that do not fire
+        -- in an ordinary session: rows written meanwhile are not captured.
+        disabled := ARRAY(
+            SELECT t.tgname::text FROM pg_trigger t
+            WHERE t.tgrelid = target AND t.tgname LIKE {triggers} AND NOT t.tgisinternal
+              AND t.tgenabled IN ('D', 'R')
+              AND ({schema}.trigger_arguments(t.tgargs))[1] = arguments[1]
+            ORDER BY t.tgname);
         shape := json_build_object(
             'schema', namespace, 'table', relation,
             'columns', (SELECT json_agg(json_build_object(
@@ -147,6 +161,9 @@ BEGIN
             'indexes', indexes,
             'captured', arguments[4],
             'key_columns', arguments[3])::text;
+        IF disabled <> '{{}}' THEN
+            shape := json_build_object('shape', shape::json, 'disabled', disabled)::text;
+        END IF;
         IF only_changes AND NOT rewritten THEN
             SELECT h.shape INTO previous FROM {schema}.schema_history h
             WHERE h.queue = arguments[1] AND h.relation = target
@@ -165,7 +182,8 @@ BEGIN
                 'indexes', indexes,
                 'captured', CASE WHEN arguments[4] = '' THEN NULL
                                  ELSE to_json(arguments[4]::text[]) END,
-                'key_columns', arguments[3]::json)::text);
+                'key_columns', arguments[3]::json,
+                'disabled', to_json(disabled))::text);
         announced := announced + 1;
     END LOOP;
     RETURN announced;
@@ -209,23 +227,179 @@ BEGIN
 END
 $pgshovel$
 -- statement
+CREATE OR REPLACE FUNCTION {schema}.claim(target oid, command text) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $pgshovel$
+-- A table that now holds the name of one of a set's tables (CREATE TABLE after a DROP
+-- TABLE, a rename onto the name) without that set's triggers: nothing it does reaches the
+-- set's queue. The set's schema history knows the name: its last event there is of
+-- another table and does not say the table left the set (remove). An event with
+-- uncaptured true then tells consumers that capture of the name stopped; its remedy is
+-- set update, whose announcement of this table (this oid) follows it.
+DECLARE
+    schema_now text;
+    name_now text;
+    previous record;
+    claimed integer := 0;
+BEGIN
+    SELECT n.nspname, c.relname INTO schema_now, name_now
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = target AND c.relkind = 'r';
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    FOR previous IN
+        SELECT q.queue_name AS queue, h.relation, h.data::json->>'kind' AS kind
+        FROM pgq.queue q
+        CROSS JOIN LATERAL (
+            SELECT h.relation, h.data FROM {schema}.schema_history h
+            WHERE h.queue = q.queue_name AND h.table_schema = schema_now
+              AND h.table_name = name_now
+            ORDER BY h.event_id DESC LIMIT 1) h
+        WHERE left(q.queue_name, length({queues})) = {queues}
+    LOOP
+        CONTINUE WHEN previous.relation = target OR previous.kind = 'remove';
+        CONTINUE WHEN EXISTS (
+            SELECT 1 FROM pg_trigger t
+            WHERE t.tgrelid = target AND t.tgname LIKE {triggers} AND NOT t.tgisinternal
+              AND ({schema}.trigger_arguments(t.tgargs))[1] = previous.queue);
+        PERFORM {schema}.record_schema_event(
+            previous.queue, 'alter', command, target, schema_now, name_now, '', NULL, '',
+            json_build_object('kind', 'alter', 'command', command, 'relation', target,
+                              'uncaptured', true)::text);
+        claimed := claimed + 1;
+    END LOOP;
+    RETURN claimed;
+END
+$pgshovel$
+-- statement
+CREATE OR REPLACE FUNCTION {schema}.type_users(types oid[]) RETURNS TABLE (user_table oid)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $pgshovel$
+-- The ordinary tables whose values print through one of types: a column of the type, of
+-- an array, domain, composite type or range over it (at any depth), or a table typed by it;
+-- and their inheritance children.
+WITH RECURSIVE used(type) AS (
+    SELECT unnest(types)
+    UNION
+    SELECT e.child FROM used u JOIN (
+        SELECT t.typelem AS parent, t.oid AS child FROM pg_type t WHERE t.typelem <> 0
+        UNION ALL
+        SELECT t.typbasetype, t.oid FROM pg_type t WHERE t.typtype = 'd'
+        UNION ALL
+        SELECT r.rngsubtype, r.rngtypid FROM pg_range r
+        UNION ALL
+        SELECT r.rngtypid, r.rngmultitypid FROM pg_range r
+        UNION ALL
+        SELECT a.atttypid, c.reltype FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        WHERE c.reltype <> 0 AND a.attnum > 0 AND NOT a.attisdropped
+    ) e ON e.parent = u.type
+), tables(relation) AS (
+    SELECT a.attrelid FROM pg_attribute a JOIN used u ON a.atttypid = u.type
+    WHERE a.attnum > 0 AND NOT a.attisdropped
+    UNION
+    SELECT c.oid FROM pg_class c JOIN used u ON c.reloftype = u.type
+    UNION
+    SELECT i.inhrelid FROM pg_inherits i JOIN tables t ON i.inhparent = t.relation
+)
+SELECT t.relation FROM tables t JOIN pg_class c ON c.oid = t.relation WHERE c.relkind = 'r'
+$pgshovel$
+-- statement
+CREATE OR REPLACE FUNCTION {schema}.on_rewrite() RETURNS event_trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $pgshovel$
+-- PostgreSQL rewrites a table when a command recomputes its rows: a new column's value
+-- per row (reason 2: a volatile default, also a domain's; a generated column), a column's
+-- values for a new type (4: the old value cast, or a USING expression other than the
+-- column itself), a new persistence or access method (1, 8: values unchanged). on_ddl
+-- reads what happened from this transaction-local setting, "table:reason,...".
+BEGIN
+    PERFORM set_config({rewrites},
+        coalesce(current_setting({rewrites}, true), '')
+            || pg_event_trigger_table_rewrite_oid()::text || ':'
+            || pg_event_trigger_table_rewrite_reason()::text || ',',
+        true);
+END
+$pgshovel$
+-- statement
+CREATE OR REPLACE FUNCTION {schema}.rewrote(rewrites text[], target oid, reason integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $pgshovel$
+-- Whether on_rewrite noted a rewrite of target for reason (a bit of its reasons).
+SELECT EXISTS (
+    SELECT 1 FROM unnest(rewrites) AS entry
+    WHERE split_part(entry, ':', 1) = target::text
+      AND split_part(entry, ':', 2)::integer & reason <> 0)
+$pgshovel$
+-- statement
 CREATE OR REPLACE FUNCTION {schema}.on_ddl() RETURNS event_trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $pgshovel$
+-- Decides from what the command did to the rows (on_rewrite) whether a copy can follow
+-- the new shape by itself or must read the table again (rewritten):
+-- * values computed per row (reason 2): always read again;
+-- * values computed for a new type (reason 4): the old value cast when the statement
+--   PostgreSQL received is this one ALTER TABLE and names no USING (a copy replays the
+--   cast, or reads the table again when the cast depends on settings); otherwise its USING
+--   is unknown (the command ran in a function, a DO block, or with others in one query
+--   string): read again;
+-- * ALTER TYPE of a type a captured column uses (directly, or through an array, a domain,
+--   a composite type, a range, a typed table): existing values print differently when an
+--   enum's label was renamed: read again unless the statement is one ALTER TYPE that
+--   renames nothing.
+-- An ALTER TABLE of a parent changes its inheritance children too: they are announced
+-- as well.
 DECLARE
     target oid;
-    -- ALTER COLUMN ... TYPE ... USING rewrites values in a way no row event shows.
-    rewritten boolean := coalesce(current_query() ~* '\musing\M', true);
+    via_type boolean;
+    rewrites text[] := string_to_array(rtrim(current_setting({rewrites}, true), ','), ',');
+    -- (no statement text known: no statement is plain)
+    single boolean := coalesce(rtrim(current_query(), E' \t\r\n;') !~ ';', false);
+    plain_table boolean := single AND current_query() ~* '^\s*alter\s+table\s'
+        AND current_query() !~* '\musing\M';
+    plain_type boolean := single AND current_query() ~* '^\s*alter\s+type\s'
+        AND current_query() !~* '\mrename\M';
+    altered_types oid[] := ARRAY(
+        SELECT c.objid FROM pg_event_trigger_ddl_commands() c
+        WHERE c.classid = 'pg_catalog.pg_type'::regclass AND c.command_tag = 'ALTER TYPE');
 BEGIN
-    FOR target IN
-        SELECT DISTINCT c.objid FROM pg_event_trigger_ddl_commands() c
-        WHERE c.classid = 'pg_catalog.pg_class'::regclass
-          AND c.object_type IN ('table', 'table column')
+    FOR target, via_type IN
+        WITH RECURSIVE altered(relation) AS (
+            SELECT c.objid FROM pg_event_trigger_ddl_commands() c
+            WHERE c.classid = 'pg_catalog.pg_class'::regclass
+              AND c.object_type IN ('table', 'table column')
+            UNION
+            SELECT i.inhrelid FROM pg_inherits i JOIN altered a ON i.inhparent = a.relation
+        )
+        SELECT a.relation, false FROM altered a
+        UNION ALL
+        SELECT u.user_table, true FROM {schema}.type_users(altered_types) u
+        WHERE altered_types <> '{{}}'
     LOOP
-        PERFORM {schema}.announce(target, 'alter', tg_tag, rewritten, true, NULL);
+        PERFORM {schema}.announce(
+            target, 'alter', tg_tag,
+            {schema}.rewrote(rewrites, target, 2)
+                OR CASE WHEN via_type THEN NOT plain_type
+                        ELSE {schema}.rewrote(rewrites, target, 4) AND NOT plain_table END,
+            true, NULL);
+        rewrites := ARRAY(SELECT entry FROM unnest(rewrites) AS entry
+                          WHERE split_part(entry, ':', 1) <> target::text);
+        IF NOT via_type THEN
+            PERFORM {schema}.claim(target, tg_tag);
+        END IF;
     END LOOP;
+    IF rewrites IS NOT NULL THEN
+        PERFORM set_config({rewrites}, array_to_string(rewrites, ','), true);
+    END IF;
 END
 $pgshovel$
 -- statement
@@ -269,3 +443,7 @@ CREATE EVENT TRIGGER {ddl_trigger} ON ddl_command_end EXECUTE FUNCTION {schema}.
 DROP EVENT TRIGGER IF EXISTS {drop_trigger}
 -- statement
 CREATE EVENT TRIGGER {drop_trigger} ON sql_drop EXECUTE FUNCTION {schema}.on_drop()
+-- statement
+DROP EVENT TRIGGER IF EXISTS {rewrite_trigger}
+-- statement
+CREATE EVENT TRIGGER {rewrite_trigger} ON table_rewrite EXECUTE FUNCTION {schema}.on_rewrite()

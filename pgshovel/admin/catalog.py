@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from psycopg2 import sql
 from psycopg2.extensions import connection
+
+from pgshovel.cluster import names
 
 
 @dataclass(frozen=True)
@@ -121,3 +124,50 @@ def installed_triggers(conn: connection, schema: str, table: str) -> dict[str, I
         arguments = tuple(part.decode("utf-8") for part in bytes(raw_arguments).split(b"\x00")[:-1])
         found[name] = InstalledTrigger(name=name, arguments=arguments, enabled=bool(enabled))
     return found
+
+
+@dataclass(frozen=True)
+class LastSchemaEvent:
+    """The last schema event a set's queue got under a table's name (sql/schema.sql)."""
+
+    relation: int
+    kind: str
+    #: another table took the name without the set's triggers (schema.sql's claim)
+    uncaptured: bool
+
+
+def last_schema_event(
+    conn: connection, cluster: str, queue: str, schema: str, table: str
+) -> LastSchemaEvent | None:
+    """The last schema event the queue got under the name ``schema.table`` (None: none, or
+    no schema history installed)."""
+    history = sql.Identifier(names.schema_name(cluster), "schema_history")
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", (history.as_string(cursor),))
+        row = cursor.fetchone()
+        if row is None or not row[0]:
+            return None
+        cursor.execute(
+            sql.SQL(
+                "SELECT relation, data::json->>'kind', "
+                "coalesce((data::json->>'uncaptured')::boolean, false) FROM {} "
+                "WHERE queue = %s AND table_schema = %s AND table_name = %s "
+                "ORDER BY event_id DESC LIMIT 1"
+            ).format(history),
+            (queue, schema, table),
+        )
+        found = cursor.fetchone()
+    return None if found is None else LastSchemaEvent(int(found[0]), str(found[1]), found[2])
+
+
+def table_name(conn: connection, relation: int) -> tuple[str, str] | None:
+    """The schema and name of the ordinary table with oid ``relation`` (None: there is none)."""
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = %s AND c.relkind = 'r'",
+            (relation,),
+        )
+        found = cursor.fetchone()
+    return None if found is None else (str(found[0]), str(found[1]))

@@ -37,6 +37,7 @@ PRIVATE_FUNCTIONS: tuple[tuple[str, str], ...] = (
     ("record_schema_event", "text, text, text, oid, text, text, text, text, text, text"),
     ("announce", "oid, text, text, boolean, boolean, text"),
     ("remove", "text, text, text, text, text, text"),
+    ("claim", "oid, text"),
 )
 
 #: PgQ functions the relay calls beyond the consumer role ``pgq_reader``.

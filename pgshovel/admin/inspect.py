@@ -83,11 +83,15 @@ def table_status(
     every = install.trigger_names(context.cluster, set_name)
     main = names.trigger_name(context.cluster, set_name)
     statement = {main + suffix for suffix in install.STATEMENT_TRIGGERS.values()}
+    queue = names.queue_name(context.cluster, set_name)
+    update = f"'pgshovel-admin set update {set_name} FILE'"
     lines = []
     for table in configuration.tables:
         label = f"{table.schema}.{table.name}"
-        if Catalog(conn).table(table.schema, table.name) is None:
-            lines.append(f"  {label}: table missing")
+        last = catalog.last_schema_event(conn, context.cluster, queue, table.schema, table.name)
+        info = Catalog(conn).table(table.schema, table.name)
+        if info is None:
+            lines.append(f"  {label}: {_missing(conn, last, update)}")
             continue
         # What set create / set update install on it now (see install.install_triggers).
         row_triggers = catalog.row_triggers_reason(conn, table.schema, table.name)
@@ -97,6 +101,14 @@ def table_status(
         if not row_triggers and not statement & set(found) and set(every) - statement <= set(found):
             # Installed before statement triggers: capturing, row by row.
             status = "triggers outdated (row triggers: set update installs statement triggers)"
+        elif len(mine) < len(expected) and (
+            last is not None and (last.uncaptured or last.relation != info.oid)
+        ):
+            status = (
+                "not captured: created again (or renamed onto this name) after the set's table "
+                f"was dropped or renamed; the relay stops at it: run {update}, after which the "
+                "copy reads it again"
+            )
         elif len(mine) < len(expected):
             status = "triggers missing"
         elif row_triggers and statement & set(found):
@@ -110,6 +122,26 @@ def table_status(
             status = "installed"
         lines.append(f"  {label}: {status}")
     return lines
+
+
+def _missing(
+    conn: psycopg2.extensions.connection, last: catalog.LastSchemaEvent | None, update: str
+) -> str:
+    """What became of a table of the set that has no table under its name, as the schema
+    history tells it."""
+    if last is not None:
+        renamed = catalog.table_name(conn, last.relation)
+        if renamed is not None:
+            return (
+                f"renamed to {renamed[0]}.{renamed[1]} (captured under its new name): write "
+                f"the new name into the set's file and run {update}"
+            )
+        if last.kind == "drop":
+            return (
+                "table dropped (its copy was dropped too): remove it from the set's file, or "
+                f"create it again, and run {update}"
+            )
+    return "table missing"
 
 
 def describe_set(context: Context, set_name: str) -> str:

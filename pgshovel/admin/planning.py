@@ -148,6 +148,7 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     statements = [
         *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
         install.create_queue(context.cluster, set_name),
+        schema_capture.forget(context.cluster, set_name),
     ]
     for table in tables:
         statements += install.install_triggers(context.cluster, set_name, version, table)

@@ -40,12 +40,23 @@ def statements(cluster: str) -> list[sql.Composable]:
         "queues": sql.Literal(names.queue_prefix(cluster)),
         "ddl_trigger": sql.Identifier(names.ddl_trigger_name(cluster)),
         "drop_trigger": sql.Identifier(names.drop_trigger_name(cluster)),
+        "rewrite_trigger": sql.Identifier(names.rewrite_trigger_name(cluster)),
+        "rewrites": sql.Literal(names.rewrites_setting(cluster)),
     }
     return [
         sql.SQL(statement.strip()).format(**values)
         for statement in body.split(STATEMENT_SEPARATOR)
         if statement.strip()
     ]
+
+
+def forget(cluster: str, set_name: str) -> sql.Composable:
+    """Remove what the schema history holds for the set's queue (from an earlier set of that
+    name): the event triggers read it to tell which names the set captures."""
+    return sql.SQL("DELETE FROM {} WHERE queue = {}").format(
+        sql.Identifier(names.schema_name(cluster), "schema_history"),
+        sql.Literal(names.queue_name(cluster, set_name)),
+    )
 
 
 def announce(cluster: str, set_name: str, schema: str, table: str, command: str) -> sql.Composable:

@@ -105,6 +105,19 @@ def drop_trigger_name(cluster: str) -> str:
     return f"pgshovel_{validate_cluster_name(cluster)}_drop"
 
 
+def rewrite_trigger_name(cluster: str) -> str:
+    """The event trigger that notes which tables a command rewrote, and why (table_rewrite)."""
+    return f"pgshovel_{validate_cluster_name(cluster)}_rewrite"
+
+
+def rewrites_setting(cluster: str) -> str:
+    """The transaction-local setting where the rewrite event trigger leaves what it saw.
+
+    A setting's name is case-insensitive and allows no '-': the cluster name goes in as hex.
+    """
+    return "pgshovel.rewrites_" + validate_cluster_name(cluster).encode().hex()
+
+
 def queue_prefix(cluster: str) -> str:
     """What every queue of the cluster's sets is named with first."""
     return f"pgshovel.{validate_cluster_name(cluster)}."

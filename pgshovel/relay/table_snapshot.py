@@ -35,6 +35,7 @@ from pgshovel.source import (
     connect,
     key_columns,
     output_text,
+    own_rows,
     range_predicate,
     read_chunk,
     translating,
@@ -69,7 +70,7 @@ def next_bound(
     keys = key_columns(shape)
     query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} OFFSET {} LIMIT 1").format(
         sql.SQL(", ").join(output_text(sql.Identifier(name)) for name in shape.key),
-        sql.Identifier(shape.schema, shape.name),
+        own_rows(shape),
         condition,
         sql.SQL(", ").join(keys),
         sql.Literal(rows),

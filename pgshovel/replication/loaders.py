@@ -31,6 +31,7 @@ from pgshovel.source import (
     TableShape,
     connect,
     make_ranges,
+    own_rows,
     pick_boundaries,
     range_predicate,
 )
@@ -50,7 +51,7 @@ def range_query(key_range: KeyRange) -> sql.Composable:
     table = key_range.table
     return sql.SQL("SELECT {} FROM {} WHERE {}").format(
         sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
-        sql.Identifier(table.schema, table.name),
+        own_rows(table),
         range_predicate(key_range),
     )
 
@@ -62,9 +63,7 @@ def estimate_rows(connection: Connection, table: TableShape) -> int:
         row = cursor.fetchone()
         if row is not None and row[0] is not None and row[0] >= 0:
             return int(row[0])
-        cursor.execute(
-            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table.schema, table.name))
-        )
+        cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(own_rows(table)))
         counted = cursor.fetchone()
         return int(counted[0]) if counted is not None else 0
 
@@ -74,7 +73,7 @@ def sample_keys(connection: Connection, table: TableShape, percent: float) -> li
     keys = [sql.Identifier("t", name) for name in table.key]
     query = sql.SQL("SELECT {} FROM {} AS t TABLESAMPLE BERNOULLI ({}) ORDER BY {}").format(
         sql.SQL(", ").join(sql.SQL("{}::text").format(key) for key in keys),
-        sql.Identifier(table.schema, table.name),
+        own_rows(table),
         sql.Literal(percent),
         sql.SQL(", ").join(keys),
     )

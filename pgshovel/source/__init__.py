@@ -33,6 +33,7 @@ from pgshovel.source._ranges import (
     COLLATABLE,
     key_columns,
     make_ranges,
+    own_rows,
     pick_boundaries,
     range_predicate,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "missing_value_text",
     "node_id",
     "output_text",
+    "own_rows",
     "pick_boundaries",
     "range_predicate",
     "read_chunk",

@@ -27,7 +27,7 @@ from psycopg2.extensions import connection as Connection
 from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError
 from pgshovel.source._connection import connect, translating
-from pgshovel.source._ranges import key_columns, range_predicate
+from pgshovel.source._ranges import key_columns, own_rows, range_predicate
 from pgshovel.source._shape import KeyRange, TableShape
 
 #: Buckets per chunk a checksum comparison tells apart (a few rows each, so the
@@ -78,7 +78,7 @@ def chunk_query(chunk: Chunk) -> sql.Composable:
     table = chunk.key_range.table
     return sql.SQL("SELECT {} FROM {} WHERE {}").format(
         sql.SQL(", ").join(sql.Identifier(name) for name in table.column_names),
-        sql.Identifier(table.schema, table.name),
+        own_rows(table),
         chunk_condition(chunk),
     )
 
@@ -124,7 +124,7 @@ def checksum_query(
     ).format(
         bucket_expression(table, alias),
         hash_expression(table, alias),
-        sql.Identifier(table.schema, table.name),
+        own_rows(table),
         sql.Identifier(alias),
         condition,
     )
@@ -194,7 +194,7 @@ def sample_boundaries(
 ) -> tuple[list[tuple[str, ...]], int]:
     """Range boundaries (text key values, byte order) for chunks of about ``rows_per_chunk``
     rows, and the number of rows they were planned for."""
-    target = sql.Identifier(table.schema, table.name)
+    target = own_rows(table)
     condition = sql.SQL("({})").format(sql.SQL(where)) if where else sql.SQL("TRUE")
     keys = key_columns(table, "t", byte_order=True)
     with translating(f"planning chunks of {table.qualified!r}"), connection.cursor() as cursor:

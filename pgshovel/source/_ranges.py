@@ -40,6 +40,17 @@ def make_ranges(table: TableShape, boundaries: Sequence[Key]) -> list[KeyRange]:
     ]
 
 
+def own_rows(table: TableShape) -> sql.Composable:
+    """The table in a FROM clause, its own rows only (``ONLY``).
+
+    A table in an inheritance tree is a table of its own to pgshovel: its
+    triggers capture its rows, and a statement on a parent changing a child's
+    rows fires the child's. A parent read without ``ONLY`` would bring its
+    children's rows into its copy, where no event of theirs ever reaches them.
+    """
+    return sql.SQL("ONLY {}").format(sql.Identifier(table.schema, table.name))
+
+
 def _row(values: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(", ").join(values))
 

@@ -6,10 +6,12 @@ value" for rows that existed before an ADD COLUMN), the unique indexes, and the
 set's captured columns and key as its triggers know them. ``interpret`` turns
 those facts, with the table's previous shape, into the new ``TableShape`` (by
 the same rules admin checked the set with, ``captured_shape``), or a problem
-when capture can no longer follow the set's configuration; the constant values
-that existing rows got for added columns; and whether existing rows were
-changed in a way no row event shows, so that a copy must read the table again.
-Pure: the only outside knowledge, a type's name, comes through ``type_name``.
+when capture can no longer follow the set's configuration (or stopped: the
+set's triggers disabled, another table under the set's table's name); the
+constant values that existing rows got for added columns; and whether existing
+rows were changed in a way no row event shows, so that a copy must read the
+table again. Pure: the only outside knowledge, a type's name, comes through
+``type_name``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class TableFacts:
     #: the set's captured columns; None: every column
     captured: tuple[str, ...] | None
     key_columns: tuple[str, ...]
+    #: the set's triggers on the table that do not fire (DISABLE TRIGGER, ENABLE REPLICA)
+    disabled: tuple[str, ...] = ()
+    #: the table holds a name of the set's tables without the set's triggers (recreated)
+    uncaptured: bool = False
 
     @classmethod
     def parse(cls, text: str | None, event_id: int) -> TableFacts:
@@ -102,6 +108,8 @@ class TableFacts:
                 if data.get("captured") is None
                 else tuple(str(name) for name in data["captured"]),
                 key_columns=tuple(str(name) for name in data.get("key_columns") or ()),
+                disabled=tuple(str(name) for name in data.get("disabled") or ()),
+                uncaptured=bool(data.get("uncaptured", False)),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise CodecError(
@@ -169,6 +177,9 @@ def interpret(
     if facts.kind in (DROP, REMOVE):
         return Interpretation(None, "", (), False, ())
     info = facts.table_info(schema, name, type_name)
+    stopped = _stopped(facts, schema, name, set_name)
+    if stopped:
+        return Interpretation(None, stopped, (), False, info.columns)
     table = configuration_pb2.TableConfiguration(
         schema=schema,
         name=name,
@@ -191,6 +202,34 @@ def interpret(
         return Interpretation(shape, "", (), facts.kind == ALTER, shape.columns)
     defaults, rewrites = _effects(facts, shape, previous)
     return Interpretation(shape, "", defaults, rewrites or facts.rewritten, shape.columns)
+
+
+def _stopped(facts: TableFacts, schema: str, name: str, set_name: str) -> str:
+    """Why nothing written to the table reaches the set's queue any more, and the remedy."""
+    label = f"{schema!r}.{name!r}"
+    if facts.uncaptured:
+        return (
+            f"table {label} is not the table set {set_name!r} captured: it was created again "
+            f"(or another table took its name) without the set's triggers ({facts.command}), "
+            f"so nothing written to it is captured; run 'pgshovel-admin set update {set_name} "
+            "FILE' to capture it, after which consumers copy the table again"
+        )
+    if facts.disabled:
+        enable = "; ".join(
+            f"ALTER TABLE {_quoted(schema)}.{_quoted(name)} ENABLE TRIGGER {_quoted(trigger)}"
+            for trigger in facts.disabled
+        )
+        return (
+            f"capture of table {label} by set {set_name!r} is disabled: its trigger(s) "
+            f"{list(facts.disabled)!r} do not fire ({facts.command}: DISABLE TRIGGER or ENABLE "
+            "REPLICA TRIGGER), so rows written meanwhile are not captured; enable them "
+            f"({enable}), after which consumers copy the table again"
+        )
+    return ""
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _effects(

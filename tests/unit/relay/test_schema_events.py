@@ -44,6 +44,8 @@ def facts(kind: str, columns: list[dict[str, Any]], **extra: Any) -> str:
             "indexes": [{"primary": True, "columns": ["id"]}],
             "captured": extra.get("captured"),
             "key_columns": extra.get("key_columns", ["id"]),
+            "disabled": extra.get("disabled", []),
+            "uncaptured": extra.get("uncaptured", False),
         }
     )
 
@@ -150,6 +152,42 @@ def test_a_problem_already_remedied_by_set_update_is_published_in_order() -> Non
     fixed = decode(decoder, event(5, "S", remedy)).operation.schema_change
     assert [c.name for c in fixed.shape.columns] == ["id", "s2"]
     assert fixed.rewrites_rows, "a column newly captured: the copy reads the table again"
+
+
+def test_disabled_capture_stops_the_relay_naming_the_triggers_and_how_to_enable_them() -> None:
+    decoder = _decoder()
+    decode(decoder, event(1, "S", facts("announce", V1)))
+    off = ["pgshovel_c_sales.insert", "pgshovel_c_sales_truncate"]
+    with pytest.raises(SchemaError) as raised:
+        decode(decoder, event(2, "S", facts("alter", V1, disabled=off)))
+    message = str(raised.value)
+    assert "'public'.'t'" in message and "is disabled" in message
+    assert (
+        'ALTER TABLE "public"."t" ENABLE TRIGGER "pgshovel_c_sales.insert"; '
+        'ALTER TABLE "public"."t" ENABLE TRIGGER "pgshovel_c_sales_truncate"'
+    ) in message
+
+
+def test_capture_enabled_again_makes_the_copy_read_the_table_again() -> None:
+    enabled = facts("alter", V1)
+    decoder = _decoder([HistoryEntry(9, "public", "t", enabled)])
+    decode(decoder, event(1, "S", facts("announce", V1)))
+    problem = decode(decoder, event(2, "S", facts("alter", V1, disabled=["pgshovel_c_sales"])))
+    assert "is disabled" in problem.operation.schema_change.problem
+    again = decode(decoder, event(9, "S", enabled)).operation.schema_change
+    assert not again.problem and again.rewrites_rows, "rows written meanwhile: read it again"
+
+
+def test_a_table_created_again_without_triggers_stops_the_relay_until_set_update() -> None:
+    recreated = json.dumps({"kind": "alter", "command": "CREATE TABLE", "relation": 77})
+    decoder = _decoder()
+    decode(decoder, event(1, "S", facts("announce", V1)))
+    decode(decoder, event(2, "S", json.dumps({"kind": "drop", "relation": RELATION})))
+    with pytest.raises(SchemaError) as raised:
+        decode(decoder, event(3, "S", json.dumps({**json.loads(recreated), "uncaptured": True})))
+    message = str(raised.value)
+    assert "'public'.'t'" in message and "created again" in message
+    assert "'pgshovel-admin set update sales FILE'" in message
 
 
 def test_first_sight_uses_the_history_before_the_event_not_the_catalog() -> None:
