@@ -84,10 +84,27 @@ def to_document(stored: Stored) -> dict[str, Any]:
     }
 
 
+def _version(value: Any, path: str) -> str:
+    """A version name: a directory of its own under the table's ``current`` (a name that
+    leads elsewhere would make the target remove what is not its own)."""
+    name = _fields.text(value, path)
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise _fields.wrong(path, "a version name (a file name of its own)", name)
+    return name
+
+
+def _table(value: Any, path: str) -> str:
+    """A table's ``schema.name`` naming its directory (never one outside the target)."""
+    name = _fields.text(value, path)
+    if "." not in name or ".." in name.split("/") or name.startswith("/") or "\0" in name:
+        raise _fields.wrong(path, "a table's 'schema.name'", name)
+    return name
+
+
 def _versions(value: Any, path: str) -> dict[str, str]:
     document = _fields.obj(value, path)
     return {
-        _fields.text(name, f"{path} key"): _fields.text(version, f"{path}.{name}")
+        _table(name, f"{path} key"): _version(version, f"{path}.{name}")
         for name, version in document.items()
     }
 

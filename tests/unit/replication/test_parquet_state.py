@@ -18,6 +18,7 @@ from pgshovel.replication.targets._parquet_state import (
     version_name,
 )
 from pgshovel.replication.targets.parquet import ParquetTarget
+from pgshovel.stream import state as _worker
 from pgshovel.stream.position import PartitionCursor, StreamPosition
 from pgshovel.stream.state import WorkerState
 
@@ -89,6 +90,17 @@ def test_the_state_file_round_trips(tmp_path: Path) -> None:
         ('{"format": 2, "state": {}, "versions": {}, "commits": 0}', "field 'phase' is missing"),
         ('{"format": 2, "versions": {}, "commits": 0}', "field 'state' is missing"),
         ("{not json", "not JSON"),
+        (
+            json.dumps(
+                {
+                    "format": 2,
+                    "state": _worker.to_document(STATE),
+                    "versions": {"public.items": "../.."},
+                    "commits": 0,
+                }
+            ),
+            "field 'versions.public.items': expected a version name",
+        ),
         ("[]", "field 'state file': expected an object"),
     ],
 )
