@@ -2,8 +2,10 @@
 
 ``pip install pgshovel`` brings the admin, relay and sandbox commands; the
 replication worker (``pgshovel-replicate``) needs the ``spark`` extra
-(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas). ``dev``
-is everything, for working on pgshovel (``make setup``).
+(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas); copies in
+Delta Lake and Iceberg add the ``tables`` extra (delta-rs, no JVM; pyiceberg
+with its SQL catalog on SQLite or any SQLAlchemy URL: ``pgshovel[spark,tables]``).
+``dev`` is everything, for working on pgshovel (``make setup``).
 """
 
 import re
@@ -28,6 +30,11 @@ SPARK = [
     "pyarrow>=14",
     "pandas>=2,<3",
 ]
+
+# The table formats (pgshovel/replication/tables), added to the worker's extra. One extra
+# for both: the library shares its commit, recovery and maintenance code between them.
+# pyiceberg is pinned to a minor version: the commit path uses its file-level API.
+TABLES = ["deltalake>=1.2,<2", "pyiceberg[pyarrow,sql-sqlite]>=0.12,<0.13"]
 
 setup(
     name="pgshovel",
@@ -62,8 +69,12 @@ setup(
     ],
     extras_require={
         "spark": SPARK,
+        "tables": TABLES,
         "dev": [
             *SPARK,
+            *TABLES,
+            # An independent reader of the Delta and Iceberg copies in tests (own Rust reader).
+            "polars>=1.20",
             "pytest>=8",
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",

@@ -39,6 +39,7 @@ from pydantic import Field, SecretStr, model_validator
 from pgshovel import settings
 from pgshovel.abc import StreamWriter
 from pgshovel.components import ComponentSpec
+from pgshovel.policy import OnError
 from pgshovel.source import SourceConnection
 
 
@@ -91,7 +92,7 @@ class RelayConfiguration(settings.Settings):
     batch_max_events: int = Field(100_000, ge=1)
     poll_interval: float = Field(0.02, ge=0)
     fetch_size: int = Field(5000, ge=1)
-    on_error: Literal["exit", "log"] = "exit"
+    on_error: OnError = "exit"
     retry_interval: float = Field(2.0, ge=0)
     max_backoff: float = Field(30.0, gt=0)
     metrics_port: settings.Port = None
@@ -103,11 +104,11 @@ class RelayConfiguration(settings.Settings):
     standbys: tuple[settings.NonEmptyText, ...] = ()
 
 
-def parse(document: Any, source: str) -> RelayConfiguration:
+def parse_configuration(document: Any, source: str) -> RelayConfiguration:
     """Validate a loaded relay.yml document; errors name the file and the key."""
     return settings.validate(RelayConfiguration, document, source)
 
 
-def load(path: Path) -> RelayConfiguration:
+def load_configuration(path: Path | str) -> RelayConfiguration:
     """Read and validate relay.yml (``${VAR}`` / ``${VAR:-default}`` are expanded)."""
     return settings.load(RelayConfiguration, path)

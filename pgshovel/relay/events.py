@@ -4,7 +4,7 @@ The trigger stores values as PostgreSQL text keyed by column name; the column
 types needed to turn that text into protocol values come from the source
 catalog, looked up by the decoder once per table and cached together with each
 column's encoder (``pgshovel.stream.codec.encoder_for``). The relay's hot path
-(``EventDecoder.encode_mutation``) parses the trigger's JSON with orjson and
+(``QueueEventDecoder.encode_mutation``) parses the trigger's JSON with orjson and
 goes from text straight to the serialized ``Mutation`` by joining pre-encoded
 pieces (``pgshovel.stream._codec_mutation``), which the message that carries it
 then reads in one call: the same bytes as setting every field through the
@@ -264,8 +264,8 @@ def build_mutation(
     return mutation
 
 
-class EventDecoder:
-    """Decodes the events of one set's queue into the operations the relay publishes.
+class QueueEventDecoder:
+    """The ``EventDecoder`` of a PgQ queue: its events into the operations the relay publishes.
 
     Mutations (types I, U, D, T) decode with their table's shape at that point
     of the queue (``pgshovel.relay.schema``); schema events (S) switch that shape
@@ -288,7 +288,7 @@ class EventDecoder:
         self._last_provenance: OrderedDict[int, bytes] = OrderedDict()
 
     @classmethod
-    def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
+    def for_queue(cls, conn: connection, cluster: str, queue: str) -> QueueEventDecoder:
         """The decoder of ``queue``'s events, reading the source through ``conn``."""
         set_name = queue[len(names.queue_prefix(cluster)) :]
         return cls(SchemaTracker(Catalog(conn), SchemaHistory(conn, cluster, queue), set_name))

@@ -19,27 +19,25 @@ import logging
 import os
 import socket
 import uuid
-from typing import Any
 
 from kazoo.client import KazooClient
 
 from pgshovel._signals import StopRequest
 from pgshovel.abc import SourceReader, StreamWriter
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
-from pgshovel.cluster.versions import set_version
-from pgshovel.cluster.zookeeper import ClusterStore, start_client
+from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.watch import SetWatch
+from pgshovel.cluster.zookeeper import start_client
 from pgshovel.errors import LeadershipLost, PgshovelError
 from pgshovel.metrics import MetricsEndpoint, serve
 from pgshovel.policy import ErrorPolicy
-from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
-from pgshovel.relay.events import EventDecoder
+from pgshovel.relay.events import QueueEventDecoder
 from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primary
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
-from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
+from pgshovel.relay.relay import BatchPublisher, Pacer, lead
 from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
@@ -81,8 +79,9 @@ class Relay:
         writer.bind(names.topic_name(self.cluster, self.set_name))
         zookeeper = start_client(self.zookeeper_hosts)
         server: MetricsEndpoint | None = None
+        watch: SetWatch | None = None
         try:
-            configuration, state = self._watch_set(zookeeper)
+            watch = SetWatch.start(zookeeper, self.cluster, self.set_name)
             if self.configuration.metrics_port is not None:
                 server = serve(
                     "pgshovel_relay",
@@ -91,57 +90,17 @@ class Relay:
                     self.configuration.metrics_host,
                     self.configuration.metrics_port,
                 )
-            self._serve(zookeeper, writer, configuration, state)
+            self._serve(zookeeper, writer, watch)
         finally:
+            if watch is not None:
+                watch.close()
             if server is not None:
                 server.close()
             writer.close()
             zookeeper.stop()
             zookeeper.close()
 
-    def _watch_set(
-        self, zookeeper: KazooClient
-    ) -> tuple[configuration_pb2.ReplicationSetConfiguration, SetState]:
-        store = ClusterStore(zookeeper, self.cluster)
-        configuration = store.read_set(self.set_name).value
-        if warning := stored_password_warning(self.set_name, configuration.database.dsn):
-            logger.warning("%s", warning)
-        state = SetState(version=set_version(configuration), dsn=configuration.database.dsn)
-
-        def on_change(data: bytes | None, _stat: Any) -> bool:
-            if data is None:
-                if state.exists:
-                    logger.warning("set %r was dropped: stopping", self.set_name)
-                state.exists = False
-                return False
-            updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
-            version = set_version(updated)
-            if version != state.version:
-                logger.info(
-                    "set %r changed: version %s -> %s", self.set_name, state.version, version
-                )
-                state.version = version
-            if updated.database.dsn != state.dsn:
-                logger.warning(
-                    "set %r moved to database %r: leaving %r at the next batch boundary",
-                    self.set_name,
-                    mask_dsn(updated.database.dsn),
-                    mask_dsn(state.dsn),
-                )
-                state.dsn = updated.database.dsn
-                state.moved.set()
-            return True
-
-        zookeeper.DataWatch(names.set_path(self.cluster, self.set_name), on_change)
-        return configuration, state
-
-    def _serve(
-        self,
-        zookeeper: KazooClient,
-        writer: StreamWriter,
-        configuration: configuration_pb2.ReplicationSetConfiguration,
-        state: SetState,
-    ) -> None:
+    def _serve(self, zookeeper: KazooClient, writer: StreamWriter, watch: SetWatch) -> None:
         settings = self.configuration
         leadership = Leadership(
             zookeeper, names.relay_path(self.cluster, self.set_name), self.identifier
@@ -153,13 +112,13 @@ class Relay:
             retry_interval=settings.retry_interval,
             max_backoff=settings.max_backoff,
         )
-        while not self.stop.is_set() and state.exists:
+        while not self.stop.is_set() and watch.exists:
             epoch = leadership.acquire(self.stop)
             if epoch is None:
                 break
             self.metrics.epoch, self.metrics.leader = epoch, True
             try:
-                self._lead(writer, configuration, state, epoch, leadership, policy)
+                self._lead(writer, watch, epoch, leadership, policy)
             finally:
                 self.metrics.leader = False
                 self.metrics.pending_since = None
@@ -167,31 +126,34 @@ class Relay:
             if leadership.lost.is_set() and not self.stop.is_set():
                 logger.warning("lost leadership; rejoining the election")
                 self.stop.wait(1.0)
-        if not state.exists:
+        if not watch.exists:
             logger.info("set %r no longer exists: relay exits", self.set_name)
 
     def _lead(
         self,
         writer: StreamWriter,
-        configuration: configuration_pb2.ReplicationSetConfiguration,
-        state: SetState,
+        watch: SetWatch,
         epoch: int,
         leadership: Leadership,
         policy: ErrorPolicy,
     ) -> None:
-        """Publish while leading; every failure goes through the error policy."""
+        """Publish while leading; every failure goes through the error policy.
+
+        Each (re)connection takes the set as it is now (``SetWatch.follow``): its
+        database, and the configuration handed to a writer that reads the source
+        (table topics), never a copy kept from an earlier connection."""
         settings = self.configuration
         queue_name = names.queue_name(self.cluster, self.set_name)
         gate = StandbyGate(settings.standbys)
-        while not self.stop.is_set() and not leadership.lost.is_set() and state.exists:
-            state.moved.clear()
-            dsn = source_dsn(state.dsn, settings.source_connection.get_secret_value())
+        while not self.stop.is_set() and not leadership.lost.is_set() and watch.exists:
+            current = watch.follow()
+            dsn = source_dsn(current.dsn, settings.source_connection.get_secret_value())
             queue = PgqQueue(dsn, queue_name, settings.fetch_size)
             try:
                 if not wait_primary(
                     queue.connection,
-                    state.dsn,
-                    lambda: self.stop.is_set() or leadership.lost.is_set() or state.moved.is_set(),
+                    current.dsn,
+                    lambda: self.stop.is_set() or leadership.lost.is_set() or watch.moved.is_set(),
                     self.stop.wait,
                 ):
                     continue
@@ -208,13 +170,18 @@ class Relay:
                     self.set_name,
                 )
                 if isinstance(writer, SourceReader):
-                    writer.attach_source(dsn, configuration)
+                    writer.attach_source(dsn, watch.current().configuration)
+                logger.info(
+                    "connected to database %r (set version %s)",
+                    mask_dsn(current.dsn),
+                    watch.version,
+                )
                 publisher = BatchPublisher(
                     queue,
                     writer,
-                    EventDecoder.for_queue(queue.connection, self.cluster, queue_name),
+                    QueueEventDecoder.for_queue(queue.connection, self.cluster, queue_name),
                     node,
-                    state,
+                    watch,
                     self.metrics,
                     epoch,
                     leadership.lost,

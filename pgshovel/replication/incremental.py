@@ -189,9 +189,9 @@ class IncrementalSnapshots:
     def _observe(self, plan: MicroBatchPlan) -> None:
         for changes in plan.batches:
             marks = {mark.request for mark in changes.watermarks}
-            for attempt, flight in self._flights.items():
+            for flight in self._flights.values():
                 identity = flight.chunk.key_range.table.identity
-                if f"{attempt}:low" in marks:
+                if flight.chunk.low in marks:
                     flight.opened = True
                 if not flight.opened:
                     continue
@@ -202,7 +202,7 @@ class IncrementalSnapshots:
                     if not flight.chunk.key_range.table.key:
                         flight.invalid = "the unkeyed table changed while it was read"
                     flight.changed |= keys
-                if f"{attempt}:high" in marks:
+                if flight.chunk.high in marks:
                     flight.ready = True
 
     def _finish_ready(self, state: WorkerState) -> WorkerState:

@@ -1,4 +1,4 @@
-"""Start, stop, inspect and load a sandbox: what the Python API and the CLI call.
+"""Start, stop and inspect a sandbox: what the Python API and the CLI call.
 
 ``start`` is idempotent: a healthy sandbox is returned as is; anything else
 (nothing there, a crashed run, a stopped one) is recovered by stopping the
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _postgres, _process, _servers, _startup, _state
+from pgshovel.sandbox import _postgres, _process, _servers, _spark, _startup, _state
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._plan import SERVICES, ProcessState
+from pgshovel.sandbox._state import load
 
 logger = logging.getLogger(__name__)
 
@@ -35,19 +36,6 @@ class ServiceStatus:
     running: bool
 
 
-def load(state_dir: Path) -> SandboxConnection:
-    """The connection record of the sandbox in ``state_dir`` (it may have stopped since)."""
-    path = Path(state_dir).resolve() / _state.STATE_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as error:
-        raise SandboxError(
-            f"no sandbox in {str(path.parent)!r}: {_state.STATE_FILE} is missing; "
-            f"start one with 'pgshovel-sandbox up --state-dir {path.parent}'"
-        ) from error
-    return SandboxConnection.from_json(text, str(path))
-
-
 def status(state_dir: Path) -> list[ServiceStatus]:
     """Per service: the recorded PID and port, and whether that process still runs."""
     state_dir = Path(state_dir).resolve()
@@ -58,6 +46,8 @@ def status(state_dir: Path) -> list[ServiceStatus]:
         pid = connection.pids.get(service)
         running = pid is not None and _process.state_of(pid, markers[service]) is ProcessState.OURS
         report.append(ServiceStatus(service, pid, connection.ports.get(service), running))
+    for daemon in _spark.status(state_dir):
+        report.append(ServiceStatus(daemon.name, daemon.pid, daemon.port, daemon.running))
     return report
 
 
@@ -71,6 +61,7 @@ def start(state_dir: Path, timeout: float = DEFAULT_TIMEOUT) -> SandboxConnectio
             logger.info("the sandbox in %s is already running", state_dir)
             return previous
         _stop_recorded(state_dir, previous)
+        _spark.stop_recorded(state_dir)  # the new sandbox.json names no cluster
         return _startup.start_services(state_dir, previous, timeout)
 
 
@@ -82,6 +73,7 @@ def stop(state_dir: Path, purge: bool = False) -> None:
     with _state.locked(state_dir):
         previous = _load_quietly(state_dir)
         _servers.stop_all(state_dir)
+        _spark.stop_recorded(state_dir)
         _stop_recorded(state_dir, previous)
         if purge:
             _postgres.purge(_state.location(state_dir, previous), state_dir)
@@ -98,6 +90,7 @@ def terminate(connection: SandboxConnection) -> None:
     state_dir = Path(connection.state_dir)
     if state_dir.is_dir():
         _servers.stop_all(state_dir)
+        _spark.stop_recorded(state_dir)
     location = _state.location(state_dir, connection)
     recorded = {service: {pid} for service, pid in connection.pids.items()}
     _state.stop_pids(state_dir, location, recorded)

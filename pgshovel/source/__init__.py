@@ -12,6 +12,7 @@ from pgshovel.source._chunks import (
     BUCKETS,
     Checksum,
     Chunk,
+    Watermarked,
     bucket_expression,
     checksum_query,
     chunk_condition,
@@ -46,6 +47,7 @@ from pgshovel.source._schema_events import (
     missing_value_text,
 )
 from pgshovel.source._shape import Column, KeyRange, TableShape
+from pgshovel.source._triggers import CapturedTable, captured_tables
 
 __all__ = [
     "BUCKETS",
@@ -53,6 +55,7 @@ __all__ = [
     "NODE_TABLE",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
+    "CapturedTable",
     "Catalog",
     "Checksum",
     "Chunk",
@@ -64,8 +67,10 @@ __all__ = [
     "TableFacts",
     "TableInfo",
     "TableShape",
+    "Watermarked",
     "bucket_expression",
     "captured_shape",
+    "captured_tables",
     "cast_is_exact",
     "checksum_query",
     "chunk_condition",

@@ -38,8 +38,24 @@ BUCKETS = 1024
 Checksum = tuple[int, int, int]
 
 
+class Watermarked:
+    """An attempt read between two watermarks in the set's queue, named after it: the one
+    spelling of ``<attempt>:low`` and ``<attempt>:high`` that readers write and the stream's
+    followers (worker, relay) look for."""
+
+    attempt: str
+
+    @property
+    def low(self) -> str:
+        return f"{self.attempt}:low"
+
+    @property
+    def high(self) -> str:
+        return f"{self.attempt}:high"
+
+
 @dataclass(frozen=True)
-class Chunk:
+class Chunk(Watermarked):
     """One attempt at one range of a table: what a reader reads between its watermarks."""
 
     attempt: str
@@ -54,14 +70,6 @@ class Chunk:
     #: compare text keys byte by byte (two databases must agree on a range); False: in the
     #: table's own collation, which its key index serves (the relay's table-topic chunks)
     byte_order: bool = True
-
-    @property
-    def low(self) -> str:
-        return f"{self.attempt}:low"
-
-    @property
-    def high(self) -> str:
-        return f"{self.attempt}:high"
 
 
 def chunk_condition(chunk: Chunk, alias: str | None = None) -> sql.Composable:

@@ -28,7 +28,7 @@ def _write(tmp_path: Path, text: str | bytes, name: str = "relay.yml") -> Path:
 
 def _error(path: Path) -> str:
     with pytest.raises(ConfigurationError) as raised:
-        relay_config.load(path)
+        relay_config.load_configuration(path)
     message = str(raised.value)
     assert "\n" not in message, "one line"
     assert message.startswith(f"{path}: "), "names the file"
@@ -45,7 +45,7 @@ def test_numbers_and_booleans_come_from_variables(
         RELAY + "metrics_port: ${TEST_PORT}\nfetch_size: ${TEST_FETCH}\ntick_interval: "
         "${TEST_UNSET:-0.5}\n",
     )
-    parsed = relay_config.load(path)
+    parsed = relay_config.load_configuration(path)
     assert (parsed.metrics_port, parsed.fetch_size, parsed.tick_interval) == (9188, 250, 0.5)
 
 

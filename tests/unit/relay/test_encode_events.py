@@ -1,4 +1,4 @@
-"""Mutation events encoded to bytes (EventDecoder.encode_mutation) are the built Mutations'."""
+"""Mutation events encoded to bytes (QueueEventDecoder.encode_mutation) are the built Mutations'."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import EventDecoder, QueueEvent, build_mutation
+from pgshovel.relay.events import QueueEvent, QueueEventDecoder, build_mutation
 from tests.unit.relay.test_events import _decoder
 from tests.unit.stream.test_codec_fill import SAMPLES
 
@@ -70,7 +70,7 @@ def _queue_event(
     return QueueEvent(**values)
 
 
-def _encoded(decoder: EventDecoder, event: QueueEvent) -> bytes:
+def _encoded(decoder: QueueEventDecoder, event: QueueEvent) -> bytes:
     encoded = decoder.encode_mutation(tuple(event))
     assert encoded is not None
     return encoded

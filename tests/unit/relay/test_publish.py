@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
+from pgshovel.cluster.watch import SetWatch
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
+from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration, TableConfiguration
 from pgshovel.relay import events
 from pgshovel.relay import relay as relay_module
 from pgshovel.relay.metrics import RelayMetrics
-from pgshovel.relay.relay import BatchPublisher, SetState, _tick_message
+from pgshovel.relay.relay import BatchPublisher, _tick_message
 from pgshovel.relay.schema import SchemaTracker, TableState, plan_of
 from pgshovel.source import Column
 from pgshovel.stream.publisher import Publisher
@@ -50,8 +52,8 @@ class Schemas(SchemaTracker):
         return TableState(None, plan_of(columns), frozenset(TYPES))
 
 
-def Catalog() -> events.EventDecoder:
-    return events.EventDecoder(Schemas())
+def Catalog() -> events.QueueEventDecoder:
+    return events.QueueEventDecoder(Schemas())
 
 
 class Queue:
@@ -120,6 +122,10 @@ def _batch(number: int) -> BatchInfo:
     return BatchInfo(number, TickInfo(1, "10:12:11", 5), TickInfo(2, "12:14:", 6))
 
 
+#: the set as the relay watches it (its version is stamped on Begin)
+SET = SetWatch.fixed("set", ReplicationSetConfiguration(tables=[TableConfiguration(name="orders")]))
+
+
 def test_the_stand_ins_satisfy_the_contracts() -> None:
     assert isinstance(Queue([]), QueueReader)
     assert isinstance(Writer(), StreamWriter)
@@ -132,7 +138,7 @@ def _publisher(queue: Queue, writer: Writer, decoder: EventDecoder) -> BatchPubl
         writer,
         decoder,
         NODE,
-        SetState("v1"),
+        SET,
         RelayMetrics(),
         epoch=4,
     )
@@ -156,7 +162,7 @@ def test_decoding_in_place_publishes_the_same_stream_as_framing_copies() -> None
         stream_pb2.BatchIdentifier(id=7, node=NODE),
         _tick_message(batch.start),
         _tick_message(batch.end),
-        "v1",
+        SET.version,
         [decoder.decode(row) for chunk in chunks for row in chunk],  # type: ignore[arg-type]
     )
     assert [_without_stamps(m) for m in in_place.stream] == [_without_stamps(m) for m in copied]
