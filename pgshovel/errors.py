@@ -66,6 +66,31 @@ class StateError(DataError):
     it is; names the field, and the target's reload as the remedy."""
 
 
+class MessageTooLarge(DataError):
+    """A message is larger than Kafka takes (the producer's or the broker's limit).
+
+    ``topic``, ``key`` and ``value`` are the message's, for whoever can name its table.
+    ``dropped``: the producer had already sent it (the broker refused it) and dropped what
+    it still held, so what reached Kafka is uncertain (as after an outage) rather than
+    everything before the message.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str = "",
+        key: bytes | None = None,
+        value: bytes | None = None,
+        dropped: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.dropped = dropped
+
+
 # -- transient: retried with backoff ----------------------------------------------
 
 

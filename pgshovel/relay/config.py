@@ -19,7 +19,8 @@ standbys: []               # failover-safe publishing: standbys (application_nam
 ```
 
 The Kafka writer may also publish one topic per table (see ``TableTopics`` and
-``pgshovel.relay.table_topics``)::
+``pgshovel.relay.table_topics``); its outputs, the set topic and the table
+topics, share one producer (``pgshovel.relay.kafka``)::
 
     writer:
       path: pgshovel.relay.kafka:KafkaWriter
@@ -32,47 +33,16 @@ The Kafka writer may also publish one topic per table (see ``TableTopics`` and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr
 
 from pgshovel import settings
 from pgshovel.abc import StreamWriter
 from pgshovel.components import ComponentSpec
 from pgshovel.policy import OnError
+from pgshovel.relay.table_topics import TableTopics
 from pgshovel.source import SourceConnection
-
-
-class TableTopics(settings.Settings):
-    """The Kafka writer's ``table_topics:`` section: one keyed, compacted topic per table."""
-
-    #: topic names are ``[prefix.][schema.]table`` (schema left out for ``public``);
-    #: unset: the set's topic name (``<cluster>.<set>``); "": no prefix
-    prefix: str | None = None
-    #: ``json``: the row as typed JSON, a tombstone for a delete; ``debezium``: Debezium's envelope
-    format: Literal["json", "debezium"] = "json"
-    #: Debezium's ``source.db`` (the source database's name)
-    database: str = ""
-    #: a new table topic starts with the table's rows (``op: r``), read in chunks between
-    #: watermarks while the stream goes on (``pgshovel.relay.chunked_snapshots``)
-    snapshot: bool = True
-    #: rows per snapshot chunk (about: the chunk ends at the key this many rows on)
-    snapshot_chunk_rows: int = Field(10_000, ge=1)
-    #: ``format: debezium`` only: also publish Debezium's transaction-metadata topic
-    #: ``<prefix>.transaction`` (BEGIN/END records with per-table event counts)
-    transaction_topic: bool = False
-
-    @model_validator(mode="after")
-    def _transaction_topic_needs_debezium(self) -> TableTopics:
-        if self.transaction_topic and self.format != "debezium":
-            raise ValueError("transaction_topic needs format: debezium")
-        return self
-
-    #: create missing topics compacted through the admin API (Kafka 0.10.1 or later)
-    create: bool = True
-    #: partitions and replication factor of the topics the relay creates
-    partitions: int = Field(1, ge=1)
-    replication_factor: int = Field(1, ge=1)
 
 
 class WriterSpec(ComponentSpec):
@@ -82,6 +52,15 @@ class WriterSpec(ComponentSpec):
 
     def build(self) -> StreamWriter:
         return cast(StreamWriter, super().build())
+
+
+__all__ = [
+    "RelayConfiguration",
+    "TableTopics",
+    "WriterSpec",
+    "load_configuration",
+    "parse_configuration",
+]
 
 
 class RelayConfiguration(settings.Settings):

@@ -42,6 +42,7 @@ from pgshovel.stream._codec_mutation import (
     keys_piece,
     mutation_encoder,
     provenance_piece,
+    provenance_reference_piece,
     set_version_piece,
     table_piece,
 )
@@ -285,7 +286,8 @@ class QueueEventDecoder:
         self._plans: dict[int, tuple[list[Column], list[EncodedColumn]]] = {}
         self._encode_mutation = mutation_encoder()
         self._provenance_pieces: dict[Any, bytes] = {}
-        self._last_provenance: OrderedDict[int, bytes] = OrderedDict()
+        #: txid -> (its last provenance field, the event that carried it in full)
+        self._last_provenance: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
 
     @classmethod
     def for_queue(cls, conn: connection, cluster: str, queue: str) -> QueueEventDecoder:
@@ -368,25 +370,40 @@ class QueueEventDecoder:
         return encoded + self._provenance_of(event_id, txid, provenance)
 
     def _provenance_of(self, event_id: int, txid: int, provenance: Any) -> bytes:
-        """The encoded provenance field of an event of transaction ``txid``: its object's,
-        or (``PREVIOUS_PROVENANCE``) the one of the transaction's previous event."""
+        """The provenance field of an event of transaction ``txid``: its object's, or
+        (``PREVIOUS_PROVENANCE``) the one of the transaction's previous event.
+
+        A transaction's provenance travels once: an event whose provenance is the one an
+        earlier event of its transaction carried in full gets a reference to that event
+        (``Mutation.provenance_of``) instead of a copy. The earlier event is in the same
+        batch (a PgQ batch holds whole transactions) and, when the batch is published
+        again (a rollback, a retry), an event at or before the one that carried it starts
+        the transaction over with the full field, so a reference always points back into
+        the same framing of the batch."""
         last = self._last_provenance
+        known = last.get(txid)
         if provenance.__class__ is dict:
             piece = self._provenance(event_id, provenance)
-            last[txid] = piece
-            last.move_to_end(txid)
-            if len(last) > _LAST_PROVENANCE_CACHE:
-                last.popitem(last=False)
-            return piece
-        previous = last.get(txid)
-        if previous is None:
+        elif known is None:
             raise CodecError(
                 f"event {event_id} takes the provenance of the previous event of transaction "
                 f"{txid}, which was not decoded before it; the batch must be decoded whole "
                 "and in event order (the relay does so: report this as a bug)"
             )
+        else:
+            piece = known[0]
+        if (
+            known is not None
+            and 0 < known[1] < event_id
+            and (known[0] is piece or known[0] == piece)
+        ):
+            last.move_to_end(txid)
+            return provenance_reference_piece(known[1])
+        last[txid] = (piece, event_id)
         last.move_to_end(txid)
-        return previous
+        if len(last) > _LAST_PROVENANCE_CACHE:
+            last.popitem(last=False)
+        return piece
 
     def _provenance(self, event_id: int, provenance: dict[str, Any]) -> bytes:
         """The encoded provenance field; a statement's events share one object's values, so

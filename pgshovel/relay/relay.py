@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
 from pgshovel.cluster.watch import SetWatch
-from pgshovel.errors import BrokerUnavailable, LeadershipLost, PgshovelError
+from pgshovel.errors import BrokerUnavailable, LeadershipLost, MessageTooLarge, PgshovelError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.stream.handoff import parse_txid_snapshot
@@ -199,10 +199,15 @@ class BatchPublisher:
         A failed ``push`` leaves Kafka's state uncertain (some of the chunk may
         have landed), so the publisher identity is replaced: readers then treat
         the open batch as abandoned. A failure before the push (reading or
-        decoding the batch) leaves Kafka holding exactly the pushed prefix: the
-        publisher rewinds to the first unpushed sequence and sends a Rollback.
+        decoding the batch), or a data error the writer raised before the set
+        topic got anything of the push (a message too large for the producer),
+        leaves Kafka holding exactly the pushed prefix: the publisher rewinds to
+        the first unpushed sequence and sends a Rollback. A message the broker
+        refused after it was sent (``MessageTooLarge.dropped``) is an uncertain
+        state again.
         """
-        if isinstance(error, (BrokerUnavailable, LeadershipLost)):
+        uncertain = isinstance(error, MessageTooLarge) and error.dropped
+        if uncertain or isinstance(error, (BrokerUnavailable, LeadershipLost)):
             self.publisher = Publisher(epoch=self.epoch)
             return
         self.publisher.rewind(unpushed)

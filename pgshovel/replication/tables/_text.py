@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from pgshovel.errors import CodecError
-from pgshovel.replication.copytext import decode_value
 from pgshovel.replication.targets._arrow import arrow_type, from_text, table_schema
 from pgshovel.source import Column, TableShape
+from pgshovel.source.copytext import decode_value
 from pgshovel.stream import codec
 
 __all__ = ["copy_text_to_arrow", "lines_to_arrow", "text_to_arrow"]

@@ -19,7 +19,6 @@ from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.abc import ChangedKeys, Comparison
-from pgshovel.replication import copytext
 from pgshovel.replication.targets._pgstate import STATE_SCHEMA
 from pgshovel.source import (
     Checksum,
@@ -28,6 +27,7 @@ from pgshovel.source import (
     bucket_expression,
     checksum_query,
     chunk_condition,
+    copytext,
     output_text,
 )
 

@@ -43,7 +43,6 @@ from typing import IO
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
 from pgshovel.errors import ConfigurationError, ProgrammingError
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication import copytext
 from pgshovel.replication.mutations import to_change
 from pgshovel.replication.targets import _arrow, _files, _parquet_chunks, _parquet_state
 from pgshovel.replication.targets import _parquet_tables as tables
@@ -58,7 +57,7 @@ from pgshovel.replication.targets._parquet_readers import (
     stored_state,
 )
 from pgshovel.settings import NonEmptyText
-from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
+from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape, copytext
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
 from pgshovel.stream.state import WorkerState
 

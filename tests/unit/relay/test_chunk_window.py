@@ -8,7 +8,7 @@ from typing import cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgshovel.relay.chunk_window import WindowTracker, relay_attempt_prefix, surviving
+from pgshovel.relay.table_topics import WindowTracker, relay_attempt_prefix, surviving
 from pgshovel.replication.incremental import attempt_prefix
 
 ITEMS = ("public", "items")

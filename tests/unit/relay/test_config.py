@@ -84,7 +84,16 @@ def test_table_topics_are_configured_under_the_writer() -> None:
             "table_topics": {"prefix": "shop", "format": "debezium", "database": "orders"},
         },
     }
+    writer["configuration"]["table_topics"]["exclude"] = [  # type: ignore[index]
+        {"name": "transaction"},
+        {"schema": "a", "name": "b"},
+    ]
     built = config.parse_configuration({"writer": writer}, "relay.yml").writer.build()
+    excluded = built.table_topics.exclude  # type: ignore[attr-defined]
+    assert [(entry.schema_, entry.name) for entry in excluded] == [
+        ("public", "transaction"),
+        ("a", "b"),
+    ]
     assert built.set_topic is False  # type: ignore[attr-defined]
     assert built.table_topics.format == "debezium"  # type: ignore[attr-defined]
     assert built.table_topics.prefix == "shop"  # type: ignore[attr-defined]
@@ -97,6 +106,8 @@ def test_table_topics_are_configured_under_the_writer() -> None:
         ({"snapshots": True}, "table_topics.snapshots: unknown key"),
         ({"partitions": 0}, "table_topics.partitions: must be >= 1"),
         ({"snapshot_chunk_rows": 0}, "table_topics.snapshot_chunk_rows: must be >= 1"),
+        ({"exclude": [{"schema": "public"}]}, "table_topics.exclude[0]: missing 'name'"),
+        ({"exclude": [{"name": "t", "table": "t"}]}, "table_topics.exclude[0].table: unknown"),
     ],
 )
 def test_table_topic_mistakes_name_the_key(table_topics: object, fragment: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
 from pgshovel.cluster.watch import SetWatch
-from pgshovel.errors import CodecError
+from pgshovel.errors import CodecError, MessageTooLarge
 from pgshovel.protocol import stream_pb2
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration, TableConfiguration
 from pgshovel.relay import events
@@ -195,6 +195,45 @@ def test_a_row_failing_to_decode_after_a_push_is_rolled_back_without_a_gap(
     assert [m.header.sequence for m in writer.stream] == list(range(7))
     assert len({m.header.publisher for m in writer.stream}) == 1
     assert good.finished == [7]
+
+
+@pytest.mark.parametrize("dropped", [False, True], ids=["refused-before", "refused-by-broker"])
+def test_a_message_too_large_rolls_back_or_abandons_the_batch(
+    monkeypatch: pytest.MonkeyPatch, dropped: bool
+) -> None:
+    """Refused before the push reached the set topic: a Rollback at the next sequence. Refused
+    after it was sent (the producer dropped the rest): a new publisher identity."""
+    monkeypatch.setattr(relay_module, "PUSH_CHUNK", 2)
+
+    class Refusing(Writer):
+        refuse = True
+
+        def push(self, messages: Sequence[stream_pb2.Message]) -> None:
+            if self.refuse and any(m.operation.mutation.id == 3 for m in messages):
+                self.refuse = False
+                raise MessageTooLarge("too large", dropped=dropped)
+            super().push(messages)
+
+    writer = Refusing()
+    queue = Queue([[_row(1), _row(2)], [_row(3), _row(4)]])
+    publisher = _publisher(queue, writer, Catalog())
+    with pytest.raises(MessageTooLarge):
+        publisher.publish(_batch(7))
+    assert queue.finished == []
+    publisher.publish(_batch(7))
+    kinds = [m.operation.WhichOneof("operation") for m in writer.stream]
+    sequences = [m.header.sequence for m in writer.stream]
+    if dropped:
+        assert kinds == ["begin", "mutation", "mutation"] + ["begin"] + ["mutation"] * 4 + [
+            "commit"
+        ]
+        assert sequences == [0, 1, 2, *range(6)]
+        assert len({m.header.publisher for m in writer.stream}) == 2
+    else:
+        assert kinds[:4] == ["begin", "mutation", "mutation", "rollback"]
+        assert sequences == list(range(10))
+        assert len({m.header.publisher for m in writer.stream}) == 1
+    assert queue.finished == [7]
 
 
 def test_one_flush_per_batch_and_finish_only_after_it() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.chunk_window import relay_attempt_prefix
+from pgshovel.relay.table_topics import relay_attempt_prefix
 from pgshovel.replication.incremental import IncrementalSnapshots, _Flight, attempt_prefix
 from pgshovel.source import Chunk, Column, KeyRange, TableShape
 from pgshovel.stream.batches import CommittedBatch

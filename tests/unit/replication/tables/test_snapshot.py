@@ -18,7 +18,6 @@ import pyarrow as pa
 import pytest
 
 from pgshovel.replication.config import SparkSettings
-from pgshovel.replication.copytext import encode_row
 from pgshovel.replication.spark import spark_session
 from pgshovel.replication.tables._delta import DeltaTables
 from pgshovel.replication.tables._effect import DELETED
@@ -31,6 +30,7 @@ from pgshovel.replication.tables._snapshot import (
     snapshot_directory,
 )
 from pgshovel.source import KeyRange
+from pgshovel.source.copytext import encode_row
 from tests.unit.replication.tables._model import (
     CHANGE_NAMES,
     ITEMS,

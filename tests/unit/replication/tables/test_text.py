@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgshovel.errors import CodecError
-from pgshovel.replication.copytext import encode_row
 from pgshovel.replication.tables._text import copy_text_to_arrow, lines_to_arrow, text_to_arrow
 from pgshovel.replication.targets._arrow import arrow_type, from_text
 from pgshovel.source import Column, TableShape
+from pgshovel.source.copytext import encode_row
 from pgshovel.stream._codec_float import format_float4
 from tests.unit.stream.test_codec_arrays import CANONICAL as ARRAYS
 from tests.unit.stream.test_codec_fill import SAMPLES
