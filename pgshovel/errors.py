@@ -42,6 +42,10 @@ class ComponentError(ConfigurationError):
     """A ``path: module:Name`` component could not be loaded, checked or configured."""
 
 
+class NoSuchTransaction(ConfigurationError):
+    """A transaction id the source never gave: out of a txid's range, or in its future."""
+
+
 # -- data: follows on_error --------------------------------------------------------
 
 

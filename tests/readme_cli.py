@@ -34,6 +34,7 @@ COMMANDS: list[tuple[str, click.Command, list[str]]] = [
     ("pgshovel-admin", admin, ["set", "list"]),
     ("pgshovel-admin", admin, ["set", "inspect"]),
     ("pgshovel-admin", admin, ["set", "tail"]),
+    ("pgshovel-admin", admin, ["set", "wait"]),
     ("pgshovel-admin", admin, ["set", "grants"]),
     ("pgshovel-relay", relay, []),
     ("pgshovel-replicate", replicate, []),

@@ -34,7 +34,12 @@ from pgshovel.policy import ErrorPolicy
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
 from pgshovel.relay.events import QueueEventDecoder
-from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primary
+from pgshovel.relay.failover import (
+    StandbyGate,
+    check_stream_known,
+    divergence_remedy,
+    wait_primary,
+)
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, lead
@@ -145,17 +150,17 @@ class Relay:
         settings = self.configuration
         queue_name = names.queue_name(self.cluster, self.set_name)
         gate = StandbyGate(settings.standbys)
+
+        def interrupted() -> bool:
+            """What ends every wait while leading: a stop, a lost leadership, a move."""
+            return self.stop.is_set() or leadership.lost.is_set() or watch.moved.is_set()
+
         while not self.stop.is_set() and not leadership.lost.is_set() and watch.exists:
             current = watch.follow()
             dsn = source_dsn(current.dsn, settings.source_connection.get_secret_value())
             queue = PgqQueue(dsn, queue_name, settings.fetch_size)
             try:
-                if not wait_primary(
-                    queue.connection,
-                    current.dsn,
-                    lambda: self.stop.is_set() or leadership.lost.is_set() or watch.moved.is_set(),
-                    self.stop.wait,
-                ):
+                if not wait_primary(queue.connection, current.dsn, interrupted, self.stop.wait):
                     continue
                 queue.check()
                 queue.configure_ticker(settings.tick_interval, settings.batch_max_events)
@@ -168,6 +173,14 @@ class Relay:
                     node,
                     writer.last_committed_begin(),
                     self.set_name,
+                    functools.partial(
+                        divergence_remedy,
+                        queue.connection,
+                        self.cluster,
+                        self.set_name,
+                        current.dsn,
+                        current.configuration,
+                    ),
                 )
                 if isinstance(writer, SourceReader):
                     writer.attach_source(dsn, watch.current().configuration)
@@ -193,7 +206,7 @@ class Relay:
                     leadership.lost,
                     settings.poll_interval,
                     policy.succeeded,
-                    functools.partial(gate.wait, queue.connection, self.stop),
+                    functools.partial(gate.wait, queue.connection, self.stop, interrupted),
                 )
             except LeadershipLost:
                 return
