@@ -34,7 +34,9 @@ class SnapshotTask:
     ``ranges`` are the key ranges planned (``[lower, upper)``, text key values,
     None unbounded); ``done`` the indexes of the ranges already applied (or
     compared, for ``verify``); ``differences`` the ranges a verify found
-    different, with the rows counted on each side.
+    different, with the rows counted on each side; ``repair`` a verify that
+    copies the ranges it found different again (``set verify --repair``; the
+    verify after that repair only reports).
     """
 
     id: str
@@ -51,6 +53,7 @@ class SnapshotTask:
     #: rows copied (or compared) so far and the planner's estimate of the total
     rows: int = 0
     estimate: int = 0
+    repair: bool = False
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -241,6 +244,7 @@ def task_from_document(value: Any, path: str = "task") -> SnapshotTask:
         differences=_fields.items(get("differences", []), where("differences"), _difference),
         rows=_fields.integer(get("rows", 0), where("rows"), minimum=0),
         estimate=_fields.integer(get("estimate", 0), where("estimate"), minimum=0),
+        repair=_fields.boolean(get("repair", False), where("repair")),
     )
     out_of_range = [index for index in task.done if index >= len(task.ranges)]
     out_of_range += [index for index, *_ in task.differences if index >= len(task.ranges)]
