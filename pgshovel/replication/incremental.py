@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from pgshovel.abc import ChunkSink, Target
+from pgshovel.abc import ChunkSink, ChunkTarget
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError, ProgrammingError, TransientError
 from pgshovel.replication.flights import Flight, Progress, Verdict
@@ -85,7 +85,7 @@ class IncrementalSnapshots:
         cluster: str,
         set_name: str,
         source_dsn: str,
-        target: Target,
+        target: ChunkTarget,
         *,
         rows_per_chunk: int = 20_000,
         parallel: int = 2,

@@ -38,7 +38,8 @@ class WorkerMetrics(Delivery):
     batches: int = 0
     mutations: int = 0
     rows: int = 0
-    #: offset of the last message applied (-1 before the first)
+    #: the position of the last batch applied as one number: the messages before it, less
+    #: one (with the set topic's one partition, the offset of its Commit; -1 before the first)
     offset: int = -1
     #: messages between the stream's end and the position, as the stream last saw it
     lag_messages: int = 0
@@ -59,8 +60,8 @@ class WorkerMetrics(Delivery):
         self.mutations += mutations
         self.rows += rows
         self.state = state
-        if state.position is not None:
-            self.offset = state.position.offset
+        if state.position.consumed:
+            self.offset = state.position.messages - 1
         return self.delivered()
 
     def idle(self, state: WorkerState, lag_messages: int) -> None:

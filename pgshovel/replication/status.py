@@ -1,10 +1,11 @@
 """The worker's status in ZooKeeper, for ``set inspect``: one ephemeral node per running worker.
 
 ``/<cluster>/sets/<set>/workers/<host:pid:id>`` holds a small JSON document
-(target, phase, stream offset, lag, snapshot tasks, the applied horizon, the
-last hour's lag and mutations/s and the last errors, when it was written),
-rewritten at most every ``interval`` seconds (see ``pgshovel.cluster.status``).
-ZooKeeper being unavailable costs one warning, never the worker.
+(target, phase, stream offset and position, lag, snapshot tasks, the applied
+horizon, the last hour's lag and mutations/s and the last errors, when it was
+written), rewritten at most every ``interval`` seconds (see
+``pgshovel.cluster.status``). ZooKeeper being unavailable costs one warning,
+never the worker.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def status_document(metrics: WorkerMetrics, target: str, now: float) -> dict[str
         "target": target,
         "phase": "streaming" if metrics.streaming else "snapshot",
         "offset": metrics.offset,
+        "position": state.position.describe() if state is not None else "",
         "lag_seconds": round(metrics.lag_seconds(now), 3),
         "lag_messages": metrics.lag_messages,
         "batch_lag_seconds": round(metrics.batch_lag_seconds, 3),

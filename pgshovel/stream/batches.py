@@ -1,38 +1,19 @@
-"""What a validated stream yields: whole committed batches and the position after them.
+"""What a validated stream yields: whole committed batches, each with the position after it.
 
-A ``StreamPosition`` is everything a consumer must store, together with what it
-applied, to resume exactly after the last batch it applied and to keep
-validating the stream from there (same publisher: next sequence; a newer
-publisher: its epoch must not be older).
+The position (``pgshovel.stream.position.StreamPosition``) is everything a
+consumer must store, together with what it applied, to resume exactly after the
+last batch it applied and to keep validating the stream from there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, overload
 
 from pgshovel.protocol import stream_pb2
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.rows import to_mutations
-
-
-@dataclass(frozen=True)
-class StreamPosition:
-    """The last message consumed: its Kafka offset and its header."""
-
-    offset: int
-    publisher: bytes
-    sequence: int
-    epoch: int
-    # The last committed batch id per source node (16-byte uuid): re-sent batches
-    # with an id at or below it are recognised and skipped.
-    committed: tuple[tuple[bytes, int], ...] = field(default=())
-
-    def last_batch(self, node: bytes) -> int | None:
-        for known, batch_id in self.committed:
-            if known == node:
-                return batch_id
-        return None
 
 
 @dataclass(frozen=True)
@@ -115,9 +96,16 @@ class CommittedBatch:
     begin: stream_pb2.Begin
     #: a tuple, or ``RowMutations`` for a batch the ROWS encoding carried
     mutations: Sequence[stream_pb2.Mutation]
-    # Position of the batch's Commit message; store it with the applied data.
+    #: the position after the batch's Commit message; store it with the applied data
     position: StreamPosition
     #: schema changes and watermarks, each after the first ``n`` mutations (``(n, operation)``)
     markers: tuple[Marker, ...] = ()
     #: False for a part of a batch whose Commit is still to come
     complete: bool = True
+
+    @property
+    def offset(self) -> int:
+        """The batch's place as one number, for the change log and ``set tail``: the messages
+        before its position, less one (with the set topic's one partition, the Kafka offset
+        of its Commit, or of a part's last message)."""
+        return self.position.messages - 1

@@ -13,6 +13,7 @@ from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.status import StatusBoard
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState
 from tests.integration.admin._admin import admin, ok
 from tests.integration.capture._capture import SET
@@ -55,7 +56,7 @@ def test_inspect_shows_relay_backlog_and_workers(
     metrics.state = WorkerState(
         "streaming",
         "1:1:",
-        0,
+        StreamPosition.start((0,)),
         tasks=(SnapshotTask("t", "public", "items", "verify", rows=7, estimate=40),),
     )
     board = StatusBoard(lambda: zookeeper, cluster_name, SET, "PostgresTarget")

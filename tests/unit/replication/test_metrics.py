@@ -6,8 +6,10 @@ from pgshovel.metrics import exposition
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.metrics import WorkerMetrics, oldest_change_seconds
 from pgshovel.replication.status import status_document
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState
+from tests._positions import after
 
 LABELS = 'cluster="main",set="orders"'
 TASK = 'cluster="main",purpose="backfill",set="orders",table="public.big"'
@@ -23,7 +25,7 @@ def batch(start: float, mutation_times: list[float], offset: int = 7) -> Committ
         batch_id=1,
         begin=begin,
         mutations=mutations,
-        position=StreamPosition(offset, b"p", 1, 1),
+        position=after(offset, b"p", 1),
     )
 
 
@@ -39,7 +41,7 @@ def test_the_oldest_change_is_bounded_by_the_start_tick_and_the_event_time() -> 
 
 def test_apply_lag_grows_until_the_target_commits() -> None:
     metrics = WorkerMetrics()
-    state = WorkerState("streaming", "1:1:", 0)
+    state = WorkerState("streaming", "1:1:", StreamPosition.start((0,)))
     metrics.read([batch(990.0, [995.0])])
     assert metrics.lag_seconds(now=1000.0) == 5.0
     # the target fails; the retry reads the same changes again: still from 995
@@ -63,7 +65,7 @@ def test_series_show_snapshot_progress_per_table() -> None:
     metrics.state = WorkerState(
         "streaming",
         "1:1:",
-        0,
+        StreamPosition.start((0,)),
         tasks=(
             SnapshotTask(
                 "a",
