@@ -1,15 +1,17 @@
 """The Kafka stream: validated micro-batches of whole committed batches.
 
 The reader runs on the Spark driver (the Spark Kafka connector is not
-available offline, and one partition has one reader anyway): it reads the
-partitions the stored position names from there, feeds every message to the
-validating state machine and hands over the batches that reached Commit, so a
-micro-batch of committed batches never holds part of a batch. Messages of a
-batch still open stay in the validator until its Commit arrives in a later
-read — up to ``part_mutations`` mutations: beyond that the open batch is handed
-over in parts (a micro-batch of its own each), which the worker applies
-uncommitted in one target transaction until the batch's Commit, so memory does
-not grow with the size of a source transaction.
+available offline): it reads every partition the stored position names from
+there, feeds every message to the cross-partition join
+(``pgshovel.stream.partitions``: one validating state machine per partition)
+and hands over the batches that every partition committed, so a micro-batch of
+committed batches never holds part of a batch. Messages of a batch still open
+stay in the validator until its Commit arrives in a later read — on a
+one-partition topic up to ``part_mutations`` mutations: beyond that the open
+batch is handed over in parts (a micro-batch of its own each), which the worker
+applies uncommitted in one target transaction until the batch's Commit, so
+memory does not grow with the size of a source transaction. A partitioned topic
+holds its batches whole (the staged path bounds memory per Spark task instead).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from pgshovel.abc import MicroBatch
 from pgshovel.errors import ProgrammingError
 from pgshovel.settings import NonEmptyText, PositiveInt, PositiveSeconds
 from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.partitions import PartitionJoin
 from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.reader import KafkaReader
 from pgshovel.stream.state import WorkerState
-from pgshovel.stream.validation import StreamValidator
 
 logger = logging.getLogger(__name__)
 
@@ -68,11 +70,14 @@ class KafkaStream:
     ) -> Iterator[MicroBatch]:
         reader = self.reader
         reader.resume(state.position)
-        validator = StreamValidator(state.position)
+        validator = PartitionJoin(state.position)
         logger.info("streaming topic %r from %s", reader.topic, state.position.describe())
+        last: dict[int, int] = {}
         while not should_stop():
-            messages = reader.read(self.max_batch_messages, self.poll_timeout)
+            messages = reader.read_records(self.max_batch_messages, self.poll_timeout)
             batches: list[CommittedBatch] = list(validator.validate(messages))
+            for partition, offset, _message in messages:
+                last[partition] = offset
             # Only the batch open when the read began can have parts out, so its end
             # came before every batch this read committed.
             abandon = validator.take_abandoned()
@@ -81,9 +86,11 @@ class KafkaStream:
                 # Nothing to apply: hand control back anyway (the worker has other duties).
                 yield MicroBatch(batches=(), messages=len(messages), lag=0, abandon=abandon)
                 continue
-            last = messages[-1][0]
-            # Lag is for reporting only: the end offset the last fetch brought is enough.
-            lag = max(0, (reader.cached_end() or last + 1) - last - 1)
+            # Lag is for reporting only: the end offsets the last fetch brought are enough.
+            lag = sum(
+                max(0, (reader.cached_end(partition) or offset + 1) - offset - 1)
+                for partition, offset in last.items()
+            )
             if batches:
                 yield MicroBatch(
                     batches=tuple(batches), messages=len(messages), lag=lag, abandon=abandon

@@ -4,7 +4,8 @@ After a failover the relay checks that its (new) source knows the batch the
 stream committed last (``pgshovel.relay.failover``). The topic is read in
 windows from the end backwards, keeping nothing but what is looked for: first
 the last Commit, then the Begin of the same batch before it (the latest one, as
-a batch may have been sent more than once).
+a batch may have been sent more than once). A partitioned set topic frames every
+batch in every partition: its partition 0 is read.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def begin_of(messages: Sequence[Numbered], batch: Identity, before: int) -> Numb
 
 
 def _read_range(reader: KafkaReader, start: int, end: int) -> list[Numbered]:
-    reader.seek(start)
+    # Partition 0 of a partitioned set topic carries every batch's Begin and Commit too.
+    reader.seek(start, partitioned=True)
     messages: list[Numbered] = []
     while not messages or messages[-1][0] < end - 1:
         read = reader.read(end - start, reader.timeout)

@@ -5,8 +5,11 @@ A confluent-kafka consumer assigned by hand to the partitions a
 (``resume``), or to one partition at an offset (``seek``, for tools that read a
 topic from wherever they like): no consumer group offsets are committed or
 relied on (``enable.auto.commit=false``), and an offset the topic no longer
-holds is an error, never a silent jump (``auto.offset.reset=error``). A set
-topic has one partition for now: a topic with more is refused.
+holds is an error, never a silent jump (``auto.offset.reset=error``). A
+position reads every partition of a set topic (``partitions: N``), whose
+records come as ``(partition, offset, message)`` for the cross-partition join
+(``read_records``); a tool that reads from an offset reads a one-partition topic
+only.
 """
 
 from __future__ import annotations
@@ -111,23 +114,31 @@ class KafkaReader:
         return 0 if found is None else len(found.partitions)
 
     def end_offsets(self) -> tuple[int, ...]:
-        """The offset of the next message of every partition (a set topic: one), in
-        partition order; an error for a topic with more than one partition."""
-        self._check_partitions()
-        return (self.watermarks(0)[1],)
+        """The offset of the next message of every partition, in partition order."""
+        count = max(self.partitions(), 1)
+        return tuple(self.watermarks(partition)[1] for partition in range(count))
 
-    def seek(self, offset: int, partition: int = 0) -> None:
+    def seek(self, offset: int, partition: int = 0, partitioned: bool = False) -> None:
         """Start reading ``partition`` at ``offset``; an error if the topic no longer (or not
-        yet) holds it, or if it has more than one partition (a set's stream is totally
-        ordered in one)."""
-        self._check_partitions()
+        yet) holds it, or, unless ``partitioned`` (a reader that wants that one partition of a
+        partitioned set topic: every partition carries every batch's Begin and Commit), if
+        it has more than one partition (a set's stream is whole only in all of them)."""
+        if not partitioned:
+            self._check_partitions()
         self._check_held(partition, offset)
         self._consumer.assign([TopicPartition(self.topic, partition, offset)])
 
     def resume(self, position: StreamPosition) -> None:
         """Start reading every partition of ``position`` at its next offset (errors as
         ``seek``'s)."""
-        self._check_partitions(len(position.partitions))
+        stored = len(position.partitions)
+        count = self.partitions()
+        if count != stored and not (stored == 1 and count == 0):
+            raise StreamError(
+                f"the stored position names {stored!r} partition(s) of topic {self.topic!r}, "
+                f"which has {count!r}: the topic was recreated or its partitions changed; "
+                "reload the target from a fresh snapshot"
+            )
         for partition, cursor in enumerate(position.partitions):
             self._check_held(partition, cursor.next_offset)
         self._consumer.assign(
@@ -137,15 +148,10 @@ class KafkaReader:
             ]
         )
 
-    def _check_partitions(self, stored: int = 1) -> None:
+    def _check_partitions(self) -> None:
         count = self.partitions()
         if count > 1:
             raise StreamError(partition_mismatch(self.topic, count))
-        if stored > 1:
-            raise StreamError(
-                f"the stored position names {stored!r} partitions of topic {self.topic!r}, "
-                f"which has {count!r}; reload the target from a fresh snapshot"
-            )
 
     def _check_held(self, partition: int, offset: int) -> None:
         low, high = self.watermarks(partition)
@@ -157,7 +163,16 @@ class KafkaReader:
             )
 
     def read(self, max_messages: int, timeout: float) -> list[tuple[int, stream_pb2.Message]]:
-        """Up to ``max_messages`` decoded messages in offset order.
+        """``read_records`` of a one-partition topic: ``(offset, message)`` pairs."""
+        return [
+            (offset, message) for _, offset, message in self.read_records(max_messages, timeout)
+        ]
+
+    def read_records(
+        self, max_messages: int, timeout: float
+    ) -> list[tuple[int, int, stream_pb2.Message]]:
+        """Up to ``max_messages`` decoded messages, ``(partition, offset, message)``, each
+        partition's in offset order.
 
         Waits at most ``timeout`` for the first message, then takes what has
         arrived and what keeps arriving (each wait at most ``DRAIN_SECONDS``):
@@ -173,7 +188,7 @@ class KafkaReader:
             if not more:
                 break
             received.extend(more)
-        messages = []
+        messages: list[tuple[int, int, stream_pb2.Message]] = []
         for record in received:
             error = record.error()
             if error is not None:
@@ -197,7 +212,7 @@ class KafkaReader:
                     f"message at offset {offset!r} of topic {self.topic!r} is not a pgshovel "
                     f"stream message: {decode_error}"
                 ) from decode_error
-            messages.append((offset, message))
+            messages.append((record.partition() or 0, offset, message))
         return messages
 
     def close(self) -> None:
