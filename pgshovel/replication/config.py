@@ -11,6 +11,7 @@ metrics_host: 127.0.0.1
 source_connection: "user=pgshovel_worker"   # optional: libpq keywords added to the set's dsn
 on_error: exit             # exit | log: what a data error does (transient faults are retried)
 retry_interval: 2.0        # seconds before a micro-batch that failed on a data error is retried
+stage_min_mutations: 20000 # smaller micro-batches are applied by the driver, larger ones staged
 max_backoff: 30.0          # longest wait between retries of a transient fault
 ```
 
@@ -93,6 +94,10 @@ class ReplicationSettings(settings.Settings):
     on_error: OnError = "exit"
     retry_interval: float = Field(2.0, ge=0)
     max_backoff: float = Field(30.0, gt=0)
+    #: a micro-batch of at least this many row changes is staged by Spark tasks and committed
+    #: once (docs/scale-out.md); smaller ones, and those the staged path cannot take, are
+    #: applied by the driver
+    stage_min_mutations: int = Field(20_000, ge=1)
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
@@ -107,6 +112,7 @@ class ReplicationSettings(settings.Settings):
             on_error=self.on_error,
             retry_interval=self.retry_interval,
             max_backoff=self.max_backoff,
+            stage_min_mutations=self.stage_min_mutations,
         )
 
 
@@ -125,6 +131,7 @@ class ReplicationConfiguration:
     on_error: OnError = "exit"
     retry_interval: float = 2.0
     max_backoff: float = 30.0
+    stage_min_mutations: int = 20_000
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

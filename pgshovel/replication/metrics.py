@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pgshovel.metrics import Delivery, Series
-from pgshovel.stream.batches import CommittedBatch
+from pgshovel.protocol import stream_pb2
+from pgshovel.stream.batches import CommittedBatch, RowMutations
+from pgshovel.stream.partitions import JoinedMutations
 from pgshovel.stream.state import WorkerState
 
 
@@ -24,10 +26,20 @@ def oldest_change_seconds(batches: Sequence[CommittedBatch]) -> float | None:
     for batch in batches:
         start = batch.begin.start.timestamp / 1e6
         if batch.mutations:
-            return max(start, batch.mutations[0].timestamp / 1e6)
+            return max(start, _first_timestamp(batch.mutations) / 1e6)
         if start:
             return start
     return None
+
+
+def _first_timestamp(mutations: Sequence[stream_pb2.Mutation]) -> int:
+    """The first mutation's timestamp, read from the ROWS messages when the batch has them
+    (the staged path never decodes a batch's values on the driver)."""
+    if isinstance(mutations, JoinedMutations):
+        return min(_first_timestamp(part) for part in mutations.parts if len(part))
+    if isinstance(mutations, RowMutations):
+        return int(mutations.messages[0].rows.changes[0].timestamp)
+    return int(mutations[0].timestamp)
 
 
 @dataclass

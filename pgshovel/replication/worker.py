@@ -47,6 +47,7 @@ from pgshovel.replication.incremental import IncrementalSnapshots
 from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
+from pgshovel.replication.staged import Stager, stager_for
 from pgshovel.replication.status import StatusBoard
 from pgshovel.source import TableShape, connect, with_source_connection
 from pgshovel.stream.batches import CommittedBatch
@@ -337,11 +338,9 @@ class Worker:
         parts: list[BatchChanges] = []
         in_parts = 0
         committed = state
+        stager = stager_for(self.spark, self.configuration)
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
-            if self.set_watch.moved.is_set() and not parts:
-                raise DatabaseUnavailable(
-                    f"set {self.set_name!r} moved to another database: reconnecting there"
-                )
+            self._check_moved(parts)
             if micro_batch.abandon and parts:
                 state = self._abandon(parts, committed)
                 parts, in_parts = [], 0
@@ -357,7 +356,14 @@ class Worker:
                 continue
             started = time.monotonic()
             metrics.read(micro_batch.batches)
+            handoff_active = handoff.active
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
+            if stager.eligible(batches, state, handoff_active or bool(parts)):
+                state = committed = self._apply_staged(
+                    stager, batches, state, started, micro_batch.lag, snapshots, desk, board
+                )
+                on_success()
+                continue
             plan = plan_micro_batch(
                 batches,
                 state.tables,
@@ -452,6 +458,52 @@ class Worker:
             len(changes.batch.mutations),
             rows,
             time.monotonic() - started,
+        )
+        return state
+
+    def _check_moved(self, parts: list[BatchChanges]) -> None:
+        """Reconnect (a transient error) once the set moved, unless a batch's parts are open."""
+        if self.set_watch.moved.is_set() and not parts:
+            raise DatabaseUnavailable(
+                f"set {self.set_name!r} moved to another database: reconnecting there"
+            )
+
+    def _apply_staged(
+        self,
+        stager: Stager,
+        batches: list[CommittedBatch],
+        state: WorkerState,
+        started: float,
+        lag_messages: int,
+        snapshots: IncrementalSnapshots | None,
+        desk: RequestDesk | None,
+        board: StatusBoard | None,
+    ) -> WorkerState:
+        """A micro-batch through the staged path (``pgshovel.replication.staged``)."""
+        state = state.replace(
+            position=batches[-1].position, horizon=end_horizon(batches[-1]) or state.horizon
+        )
+        rows = stager.apply(batches, state)
+        self.state = state
+        mutations = sum(len(batch.mutations) for batch in batches)
+        lag = self.metrics.applied(len(batches), mutations, rows, state)
+        self.metrics.lag_messages = lag_messages
+        state = self.state = self._duties(state, None, snapshots, desk)
+        self.metrics.state = state
+        if board is not None:
+            board.publish(self.metrics)
+        seconds = time.monotonic() - started
+        logger.info(
+            "applied %d batch(es), %d mutation(s), %d row(s) staged in %.3fs (%.0f mutations/s); "
+            "position %s, lag %.3fs, %d message(s)",
+            len(batches),
+            mutations,
+            rows,
+            seconds,
+            mutations / seconds if seconds > 0 else 0.0,
+            state.position.describe(),
+            lag,
+            lag_messages,
         )
         return state
 

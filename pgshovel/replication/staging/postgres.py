@@ -28,9 +28,10 @@ from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.errors import StreamError
 from pgshovel.replication.staging.reduce import Place, StagedTable
-from pgshovel.source import TableShape
+from pgshovel.source import TableShape, connect, translating
 
 __all__ = [
+    "PostgresStageSink",
     "Stage",
     "commit_table",
     "drop_stages",
@@ -284,3 +285,22 @@ def drop_stages(cursor: Cursor, names: Sequence[str]) -> None:
     """Drop staging tables by name (inside the caller's transaction)."""
     for name in names:
         cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(SCHEMA, name)))
+
+
+@dataclass(frozen=True)
+class PostgresStageSink:
+    """Stages a task's tables in the target (``StageSink``; pickles into Spark tasks): each
+    attempt of a task under its own names, ``<prefix><task>a<attempt>_<n>``."""
+
+    dsn: str
+    prefix: str
+
+    def stage(
+        self, task: int, attempt: int, staged: dict[tuple[str, str], StagedTable]
+    ) -> list[Stage]:
+        connection = connect(self.dsn, "pgshovel-replicate stage")
+        try:
+            with translating(f"staging task {task!r} of a micro-batch"):
+                return write_stages(connection, self.prefix, f"{task}a{attempt}", staged)
+        finally:
+            connection.close()

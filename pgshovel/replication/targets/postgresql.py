@@ -29,6 +29,7 @@ from pgshovel.errors import DatabaseError, PgshovelError, ProgrammingError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.incremental import attempt_prefix
 from pgshovel.replication.mutations import to_change
+from pgshovel.replication.staging import postgres as _pgstage
 from pgshovel.replication.targets import (
     _pgapply,
     _pgaudit,
@@ -207,6 +208,11 @@ class PostgresTarget:
         with self._transaction("preparing the postgresql target") as cursor:
             _pgstate.lock(cursor, cluster, set_name)
             _pgstate.create(cursor)
+            # A crash's staging tables (the staged path's): never part of the copy.
+            _pgstage.drop_stages(
+                cursor,
+                _pgstage.leftover_stages(cursor, _pgstage.stage_prefix(cluster, set_name)),
+            )
             if self.audit:
                 _pgaudit.create(cursor)
             state = _pgstate.read(cursor, cluster, set_name)
@@ -252,6 +258,26 @@ class PostgresTarget:
 
     def abandon(self) -> None:
         self._roll_back()
+
+    def stage_sink(self, micro_batch: str) -> tuple[_pgstage.PostgresStageSink, str]:
+        """Where the staged path's Spark tasks stage ``micro_batch``, and its name prefix."""
+        prefix = _pgstage.stage_prefix(self._cluster, self._set_name, micro_batch)
+        return _pgstage.PostgresStageSink(self.dsn, prefix), prefix
+
+    def commit_stages(
+        self, prefix: str, stages: Sequence[_pgstage.Stage], state: WorkerState
+    ) -> int:
+        """Apply a staged micro-batch and store ``state`` in one transaction; drop its staging
+        tables (a failed attempt's too). Returns the rows written or removed."""
+        rows = 0
+        with self._transaction("committing a staged micro-batch (rolled back)") as cursor:
+            for table in state.tables:
+                mine = [stage for stage in stages if (stage.schema, stage.table) == table.identity]
+                if mine:
+                    rows += _pgstage.commit_table(cursor, table, mine)
+            _pgstate.write(cursor, self._cluster, self._set_name, state)
+            _pgstage.drop_stages(cursor, _pgstage.leftover_stages(cursor, prefix))
+        return rows
 
     def _apply_segment(self, cursor: Cursor, segment: Segment) -> int:
         rows = 0

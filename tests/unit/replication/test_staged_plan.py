@@ -1,0 +1,106 @@
+"""The staged path's planning on the driver: which micro-batches it takes, and its tasks' runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pgshovel.protocol import stream_pb2
+from pgshovel.replication.staged import Stager, partition_runs
+from pgshovel.source import Column, TableShape
+from pgshovel.stream.partitions import PartitionJoin
+from pgshovel.stream.position import StreamPosition
+from pgshovel.stream.state import SnapshotTask, WorkerState
+from tests.unit.relay.test_publish import TYPES
+from tests.unit.stream.test_partitions import _stream
+
+ORDERS = TableShape(
+    "public",
+    "orders",
+    tuple(
+        Column(name, kind, kind, False, number)
+        for number, (name, kind) in enumerate(TYPES.items(), 1)
+    ),
+    ("id",),
+)
+
+
+class _Target:
+    audit = False
+
+    def stage_sink(self, micro_batch: str) -> Any:  # pragma: no cover - never staged here
+        raise AssertionError
+
+
+def _batches(partitions: int = 4) -> list[Any]:
+    position = StreamPosition.start((0,) * partitions)
+    return list(PartitionJoin(position).validate(_stream(partitions)))
+
+
+def _state(**changes: Any) -> WorkerState:
+    state = WorkerState("streaming", "10:10:", StreamPosition.start((0,)), tables=(ORDERS,))
+    return state.replace(**changes)
+
+
+def _stager(minimum: int = 1) -> Stager:
+    return Stager(None, _Target(), {}, "topic", minimum)
+
+
+def test_runs_take_every_rows_message_of_every_partition_in_order() -> None:
+    batches = _batches()
+    runs = partition_runs(batches, task_rows=10_000)
+    assert runs is not None
+    assert [partition for partition, _ in runs] == [0, 1, 2, 3]
+    for partition, takes in runs:
+        offsets = [take.offset for take in takes]
+        assert offsets == sorted(offsets)
+        assert {take.ordinal for take in takes} == {0, 1, 2}
+        expected = [
+            message.offset
+            for batch in batches
+            for message in batch.mutations.parts[partition].messages
+        ]
+        assert offsets == expected
+
+
+def test_runs_are_cut_at_batch_boundaries_once_large_enough() -> None:
+    runs = partition_runs(_batches(), task_rows=1)
+    assert runs is not None
+    # Every batch of every partition starts a run of its own: one batch per run.
+    assert all(len({take.ordinal for take in takes}) == 1 for _, takes in runs)
+    assert len(runs) == 4 * 3
+
+
+def test_a_one_partition_stream_is_staged_from_partition_0() -> None:
+    runs = partition_runs(_batches(1))
+    assert runs is not None and [partition for partition, _ in runs] == [0]
+
+
+def test_only_whole_plain_micro_batches_of_known_shapes_large_enough_are_staged() -> None:
+    batches = _batches()
+    stager = _stager()
+    assert stager.eligible(batches, _state(), driver_only=False)
+    assert not stager.eligible(batches, _state(), driver_only=True)
+    assert not _stager(minimum=10_000).eligible(batches, _state(), driver_only=False)
+    assert not stager.eligible(batches, _state(broken=(("public", "orders"),)), False)
+    task = SnapshotTask("t", "public", "orders", "backfill")
+    assert not stager.eligible(batches, _state(tasks=(task,)), driver_only=False)
+    marked = dataclasses.replace(batches[0], markers=((0, stream_pb2.Watermark()),))
+    assert not stager.eligible([marked, *batches[1:]], _state(), driver_only=False)
+    other = dataclasses.replace(ORDERS, columns=ORDERS.columns[:-1])
+    assert not stager.eligible(batches, _state(tables=(other,)), driver_only=False)
+    typed = dataclasses.replace(batches[0], mutations=tuple(batches[0].mutations))
+    assert not stager.eligible([typed], _state(), driver_only=False)
+    assert not Stager(None, None, {}, "", 1).eligible(batches, _state(), driver_only=False)
+
+
+def test_the_apply_lag_is_read_without_decoding_a_batch() -> None:
+    from pgshovel.replication.metrics import oldest_change_seconds
+
+    joined = _batches(4)
+    single = _batches(1)
+    assert oldest_change_seconds(joined) == oldest_change_seconds(single)
+    assert joined[0].mutations._merged is None
+    assert single[0].mutations._decoded is None
+    decoded = [dataclasses.replace(batch, mutations=tuple(batch.mutations)) for batch in single]
+    assert oldest_change_seconds(decoded) == oldest_change_seconds(single)
