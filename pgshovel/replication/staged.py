@@ -18,11 +18,14 @@ micro-batch's staging tables. Nothing of it is visible before that commit.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pgshovel import errors
+from pgshovel.errors import DataError, PgshovelError, TransientError
 from pgshovel.replication.staging.postgres import Stage
 from pgshovel.replication.staging.reduce import shape_matches
 from pgshovel.replication.staging.task import StageTask, Take, run_stage_task
@@ -30,7 +33,7 @@ from pgshovel.stream.batches import CommittedBatch, RowMutations, RowsMessage
 from pgshovel.stream.partitions import JoinedMutations
 from pgshovel.stream.state import WorkerState
 
-__all__ = ["TASK_ROWS", "Stager", "partition_runs"]
+__all__ = ["TASK_ROWS", "Stager", "partition_runs", "stager_for", "task_failure"]
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +164,11 @@ class Stager:
         stages: list[Stage] = []
         if tasks:
             context = self.spark.sparkContext
-            for staged in context.parallelize(tasks, len(tasks)).map(run_stage_task).collect():
+            try:
+                results = context.parallelize(tasks, len(tasks)).map(run_stage_task).collect()
+            except Exception as error:  # py4j's: the failure of a task Spark gave up on
+                raise task_failure(error) from error
+            for staged in results:
                 stages.extend(staged)
         staged_at = time.monotonic()
         rows = int(self.target.commit_stages(prefix, stages, state))
@@ -178,6 +185,23 @@ class Stager:
             time.monotonic() - staged_at,
         )
         return rows
+
+
+def task_failure(error: Exception) -> PgshovelError:
+    """The pgshovel error of a staging job that failed: a task's data error as itself (the
+    worker follows ``on_error``), anything else transient (the worker starts over from the
+    stored position and stages the micro-batch again)."""
+    text = str(error)
+    found = re.findall(r"pgshovel\.errors\.(\w+): ([^\n]*)", text)
+    if found:
+        name, detail = found[-1]
+        kind = getattr(errors, name, None)
+        if isinstance(kind, type) and issubclass(kind, DataError):
+            return kind(f"a staging task failed: {detail}")
+    else:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        detail = lines[0] if lines else type(error).__name__
+    return TransientError(f"a staging task failed ({detail}); the micro-batch is staged again")
 
 
 def stager_for(spark: Any, configuration: Any) -> Stager:

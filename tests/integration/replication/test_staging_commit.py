@@ -234,3 +234,52 @@ def test_a_copy_missing_a_removed_row_is_an_error_naming_the_table(database):
         cursor.execute(sql.SQL("SELECT count(*) FROM journal"))
         assert cursor.fetchone() == (1,)
     driver.close()
+
+
+def test_the_target_commits_the_attempts_it_is_given_and_drops_every_stage(database):
+    """A task Spark ran twice left two attempts' stages: the commit applies the attempt whose
+    stages it was handed, once, with the state, and drops both; a crash's stages of another
+    micro-batch are dropped when the target opens."""
+    from pgshovel.replication.targets.postgresql import PostgresTarget
+    from pgshovel.stream.position import StreamPosition
+    from pgshovel.stream.state import WorkerState
+
+    driver = connect(database, "test")
+    with driver.cursor() as cursor:
+        cursor.execute(
+            "CREATE SCHEMA pgshovel_replication; "
+            "CREATE TABLE acct (id integer PRIMARY KEY, note text); "
+            "CREATE TABLE journal (a integer, b text); INSERT INTO acct VALUES (1, 'one')"
+        )
+    driver.commit()
+    shapes = {KEYED.identity: KEYED, UNKEYED.identity: UNKEYED}
+    builder = RowsBuilder()
+    builder.add(_row_table(KEYED), 1, UPDATE, 5, 1, copy_line(["1", "one"]), copy_line(["2", "x"]))
+    builder.add(_row_table(UNKEYED), 2, INSERT, 5, 1, None, copy_line(["7", "j"]))
+    payload = builder.take()
+    assert payload is not None
+    staged = reduce_messages([(0, stream_pb2.MutationBatch.FromString(payload))], shapes)
+    crashed = stage_prefix("c", "s", "crashed")
+    crash = connect(database, "crash")
+    write_stages(crash, crashed, 0, staged)
+    crash.close()
+    target = PostgresTarget(database)
+    try:
+        target.open("c", "s")
+        with driver.cursor() as cursor:
+            assert leftover_stages(cursor, stage_prefix("c", "s")) == []
+        driver.rollback()
+        sink, prefix = target.stage_sink("m1")
+        sink.stage(0, 0, staged)  # the attempt Spark lost after it committed
+        stages = sink.stage(0, 1, staged)
+        position = StreamPosition.start((0, 0))
+        state = WorkerState("streaming", "10:10:", position, tables=(KEYED, UNKEYED))
+        assert target.commit_stages(prefix, stages, state) == 3
+    finally:
+        target.close()
+    assert _copy(database) == ({2: "x"}, Counter({(7, "j"): 1}))
+    with driver.cursor() as cursor:
+        assert leftover_stages(cursor, stage_prefix("c", "s")) == []
+        cursor.execute("SELECT count(*) FROM pgshovel_replication.worker_state")
+        assert cursor.fetchone() == (1,)
+    driver.close()

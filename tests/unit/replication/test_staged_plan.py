@@ -104,3 +104,23 @@ def test_the_apply_lag_is_read_without_decoding_a_batch() -> None:
     assert single[0].mutations._decoded is None
     decoded = [dataclasses.replace(batch, mutations=tuple(batch.mutations)) for batch in single]
     assert oldest_change_seconds(decoded) == oldest_change_seconds(single)
+
+
+def test_a_failed_staging_job_is_a_data_error_or_transient() -> None:
+    from pgshovel.errors import StreamError, TransientError
+    from pgshovel.replication.staged import task_failure
+
+    rewritten = Exception(
+        "An error occurred while calling collect.\n: org.apache.spark.SparkException: Job "
+        "aborted\nTraceback (most recent call last):\n  File ...\n"
+        "pgshovel.errors.StreamError: staging task 3: the message at offset 7 of topic 't' "
+        "partition 1 is not the one the micro-batch was planned with\n\tat org.apache..."
+    )
+    failure = task_failure(rewritten)
+    assert isinstance(failure, StreamError)
+    assert str(failure).startswith("a staging task failed: staging task 3: the message at")
+    lost = task_failure(Exception("org.apache.spark.SparkException: Job aborted: executor lost"))
+    assert isinstance(lost, TransientError) and not isinstance(lost, StreamError)
+    assert "executor lost" in str(lost)
+    broker = task_failure(Exception("...\npgshovel.errors.BrokerUnavailable: no message of x\n"))
+    assert isinstance(broker, TransientError) and "no message of x" in str(broker)

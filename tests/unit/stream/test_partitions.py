@@ -208,3 +208,33 @@ def test_different_batches_next_after_the_first_join_are_an_error() -> None:
     assert commit_two not in kept
     with pytest.raises(StreamError, match="committed different batches next"):
         _join(kept)
+
+
+def test_markers_keep_their_place_among_the_joined_row_changes() -> None:
+    def frame(partitions: int) -> list[CommittedBatch]:
+        framer = RowFramer(Catalog(), 3, partitions, 300)
+        framer.begin(
+            stream_pb2.BatchIdentifier(id=1, node=NODE),
+            _tick_message(TickInfo(1, "10:12:11", 5)),
+            _tick_message(TickInfo(2, "12:14:", 6)),
+            "v1",
+        )
+        events = _events(1)
+        framer.add(events[:12])
+        watermark = (113, 1_700_000_000_000_000, 900, "W", "req:3:low", "public", "orders")
+        framer.add([(*watermark, "v1", '["id"]')])
+        framer.add(events[12:])
+        framer.commit()
+        messages, where = framer.take()
+        framed = [
+            (partition, stream_pb2.Message.FromString(message.SerializeToString()))
+            for message, partition in zip(messages, where, strict=True)
+        ]
+        position = StreamPosition.start((0,) * partitions)
+        return list(PartitionJoin(position).validate(_offsets(framed, {})))
+
+    (four,) = frame(4)
+    (one,) = frame(1)
+    assert [place for place, _ in four.markers] == [place for place, _ in one.markers] == [12]
+    assert [marker for _, marker in four.markers] == [marker for _, marker in one.markers]
+    assert list(four.mutations) == list(one.mutations)
