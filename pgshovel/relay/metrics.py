@@ -7,7 +7,8 @@ Kafka down the gauge grows with every scrape; once the queue is drained the
 lag is 0. A change's time is bounded below by the batch's start tick (it
 committed after that tick) and by its event time (its transaction's start):
 the later of the two is used, so neither a long idle period nor a long
-transaction inflates it.
+transaction inflates it. A batch that held no event leaves the last batch's lag as
+it was and nothing pending (its start tick may be a minute old: PgQ's idle ticks).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ class RelayMetrics(Delivery):
     def published(self) -> float:
         """The pending batch is finished; returns (and keeps) its lag."""
         return self.delivered()
+
+    def nothing_published(self) -> float:
+        """The batch held no event: nothing was pending; the last batch's lag stays."""
+        self.pending_since = None
+        return 0.0
 
     def series(self) -> list[Series]:
         return [

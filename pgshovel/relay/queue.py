@@ -3,7 +3,11 @@
 Transaction discipline (why each step commits where it does):
 
 1. ``tick()`` runs ``pgq.ticker(queue)`` on an autocommit connection: a tick is
-   only useful once committed.
+   only useful once committed. ``force_tick()`` makes one tick whatever PgQ's
+   idle rules say (its one transaction lowers the queue's idle period, ticks,
+   and restores it), for a transaction that was in progress at the last tick
+   and has committed since (``committed_after``): PgQ would tick for it only
+   when the next event comes or its idle period ends.
 2. ``next_batch()`` takes the next batch and commits at once, so the batch
    assignment is durable: after a crash the same batch id comes back with the
    same events, and readers can recognise the re-send.
@@ -44,6 +48,7 @@ class PgqQueue:
         self._dsn = dsn
         self._ticker: psycopg2.extensions.connection | None = None
         self._batches: psycopg2.extensions.connection | None = None
+        self._events_table: sql.Identifier | None = None
 
     # -- connections -------------------------------------------------------
 
@@ -100,6 +105,86 @@ class PgqQueue:
                 cursor.execute("SELECT pgq.ticker(%s)", (self.queue,))
                 row = cursor.fetchone()
         return None if row is None else row[0]
+
+    def last_tick_snapshot(self) -> str | None:
+        """The txid snapshot of the queue's latest tick (None before any tick)."""
+        with translating(f"reading the last tick of {self.queue!r}"):
+            with self._ticker_connection().cursor() as cursor:
+                cursor.execute(
+                    "SELECT t.tick_snapshot::text FROM pgq.tick t"
+                    " WHERE t.tick_queue = (SELECT queue_id FROM pgq.queue WHERE queue_name = %s)"
+                    " ORDER BY t.tick_queue DESC, t.tick_id DESC LIMIT 1",
+                    (self.queue,),
+                )
+                row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    def committed_after(self, snapshot: str) -> bool:
+        """Whether an event of the queue committed after ``snapshot`` (a tick's) was taken:
+        then no batch up to that tick holds it. Only transactions from the snapshot's xmin
+        on are looked at (an index range of each event table)."""
+        with translating(f"looking for events committed since the last tick of {self.queue!r}"):
+            with self._ticker_connection().cursor() as cursor:
+                cursor.execute(
+                    sql.SQL(
+                        "SELECT EXISTS (SELECT 1 FROM {} e"
+                        " WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
+                        " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot))"
+                    ).format(self._event_table(cursor)),
+                    (snapshot, snapshot),
+                )
+                row = cursor.fetchone()
+        return row is not None and bool(row[0])
+
+    def _event_table(self, cursor: psycopg2.extensions.cursor) -> sql.Identifier:
+        """The queue's event table (the parent of its rotating tables), read once."""
+        if self._events_table is None:
+            cursor.execute(
+                "SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = %s", (self.queue,)
+            )
+            row = cursor.fetchone()
+            if row is None:
+                raise ConfigurationError(f"queue {self.queue!r} does not exist")
+            schema, _, table = str(row[0]).partition(".")
+            self._events_table = sql.Identifier(schema, table)
+        return self._events_table
+
+    def force_tick(self) -> int | None:
+        """Tick now although no event was written since the last tick (PgQ's idle period would
+        delay it): the idle period is 0 for one ``pgq.ticker`` call, in one transaction, so a
+        failure leaves it as it was."""
+        connection = self._ticker_connection()
+        connection.autocommit = False
+        try:
+            with translating(f"ticking {self.queue!r}"), connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT queue_ticker_idle_period::text FROM pgq.queue WHERE queue_name = %s",
+                    (self.queue,),
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    raise ConfigurationError(f"queue {self.queue!r} does not exist")
+                cursor.execute(
+                    "SELECT pgq.set_queue_config(%s, 'ticker_idle_period', '0')", (self.queue,)
+                )
+                cursor.execute("SELECT pgq.ticker(%s)", (self.queue,))
+                ticked = cursor.fetchone()
+                cursor.execute(
+                    "SELECT pgq.set_queue_config(%s, 'ticker_idle_period', %s)",
+                    (self.queue, row[0]),
+                )
+                connection.commit()
+        except BaseException:
+            self._close_ticker()
+            raise
+        connection.autocommit = True
+        return None if ticked is None or ticked[0] is None else int(ticked[0])
+
+    def _close_ticker(self) -> None:
+        """Drop the ticker connection (and whatever transaction it held)."""
+        if self._ticker is not None and not self._ticker.closed:
+            self._ticker.close()
+        self._ticker = None
 
     def next_batch(self) -> BatchInfo | None:
         """Take the next batch (the same one again if it was never finished)."""

@@ -181,7 +181,9 @@ class BatchPublisher:
         self.queue.finish(batch)
         seconds = time.monotonic() - started
         sent = self.writer.bytes_sent - size_before
-        lag = metrics.published() if may_hold else 0.0
+        # Whatever was pending went out with this batch (a batch holds events of transactions
+        # that wrote them before its start tick even when the sequence did not move).
+        lag = metrics.published() if count else metrics.nothing_published()
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent
@@ -231,13 +233,24 @@ class BatchPublisher:
 
 
 class Pacer:
-    """Calls ``pgq.ticker`` at most once per interval (interval 0: never; pgqd ticks)."""
+    """Calls ``pgq.ticker`` at most once per interval (interval 0: never; pgqd ticks).
+
+    PgQ ticks when events were written since the last tick, else only after its
+    idle period (up to a minute, growing with the idle time). A transaction in
+    progress at a tick may have written its events before it: they belong to no
+    batch until a later tick, which without another write comes only at the idle
+    period. So when PgQ does not tick, the pacer looks for events committed after
+    the last tick's snapshot and, finding any, ticks at once (``force_tick``):
+    every commit reaches a batch within about one interval.
+    """
 
     def __init__(self, queue: QueueReader, interval: float, metrics: RelayMetrics) -> None:
         self.queue = queue
         self.interval = interval
         self.metrics = metrics
         self._next = 0.0
+        #: the last tick's txid snapshot; None until read (again) after a tick
+        self._snapshot: str | None = None
 
     def maybe_tick(self) -> None:
         if self.interval <= 0:
@@ -246,8 +259,19 @@ class Pacer:
         if now < self._next:
             return
         self._next = now + self.interval
-        if self.queue.tick() is not None:
-            self.metrics.last_tick = time.time()
+        queue = self.queue
+        tick = queue.tick()
+        if tick is None:
+            if self._snapshot is None:
+                self._snapshot = queue.last_tick_snapshot()
+            if self._snapshot is None or not queue.committed_after(self._snapshot):
+                return
+            tick = queue.force_tick()
+            if tick is None:
+                return
+            logger.debug("tick %d: events committed after the last tick's snapshot", tick)
+        self.metrics.last_tick = time.time()
+        self._snapshot = None
 
 
 def new_identifier() -> str:

@@ -73,6 +73,15 @@ class Queue:
     def tick(self) -> int | None:
         return None
 
+    def force_tick(self) -> int | None:
+        return None
+
+    def last_tick_snapshot(self) -> str | None:
+        return None
+
+    def committed_after(self, snapshot: str) -> bool:
+        return False
+
     def next_batch(self) -> BatchInfo | None:
         return None
 
@@ -227,9 +236,29 @@ def test_a_batch_that_cannot_hold_an_event_leaves_the_lag_alone() -> None:
     publisher.queue.events = events  # type: ignore[method-assign]
     assert publisher.publish(empty) == 0
     assert seen == [0.0] and metrics.lag_seconds() == 0.0 and metrics.batch_lag_seconds == 8.0
-    # The same ticks with the sequence moved (or unknown): pending since the start tick.
+    # The same ticks with the sequence moved (or unknown): pending since the start tick while
+    # the batch is read; it held nothing, so nothing is pending after it and the last batch's
+    # lag stays.
     for end_seq in (41, None):
         moved = BatchInfo(10, empty.start, TickInfo(2, "12:14:", 6, end_seq))
         seen.clear()
         assert publisher.publish(moved) == 0
-        assert seen[0] >= 59.0 and metrics.batch_lag_seconds >= 59.0
+        assert seen[0] >= 59.0
+        assert metrics.lag_seconds() == 0.0 and metrics.batch_lag_seconds == 8.0
+
+
+def test_a_batch_holding_events_written_before_its_start_tick_clears_the_lag() -> None:
+    """A transaction in progress at the start tick wrote its events before it: the queue's
+    sequence did not move between the ticks, yet the batch holds them. Once published,
+    nothing is pending (the old code kept the lag growing forever)."""
+    ten_seconds_ago = int((time.time() - 10) * 1e6)
+    row = (1, ten_seconds_ago - 1_000_000, 900, *_row(1)[3:])
+    publisher = _publisher(Queue([[row]]), Writer(), Catalog())
+    metrics = publisher.metrics
+    batch = BatchInfo(
+        11, TickInfo(1, "10:12:11", ten_seconds_ago, 40), TickInfo(2, "12:14:", 6, 40)
+    )
+    assert publisher.publish(batch) == 1
+    assert metrics.lag_seconds() == 0.0
+    # its lag counts from the start tick (it committed after it), not from its older event
+    assert 10.0 <= metrics.batch_lag_seconds < 20.0
