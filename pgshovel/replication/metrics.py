@@ -5,8 +5,10 @@ yet committed to the target, in seconds: set when a micro-batch is read (its
 first batch's oldest change: the later of the batch's start tick, after which
 it committed, and its event time), kept through failures and retries (so it
 grows while the target is unreachable), and cleared when the target committed
-it; an idle stream (nothing to read) means 0. ``batch_lag_seconds`` is that age
-at the moment of the last commit: source commit to target commit.
+it; an idle stream (nothing to read) means 0, and so does a micro-batch without
+mutations (its batches' start ticks may be PgQ's idle ticks, a minute old).
+``batch_lag_seconds`` is that age at the moment of the last commit: source
+commit to target commit.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from pgshovel.stream.state import WorkerState
 
 
 def oldest_change_seconds(batches: Sequence[CommittedBatch]) -> float | None:
-    """A lower bound of when the oldest change of ``batches`` committed (epoch seconds)."""
+    """A lower bound of when the oldest change of ``batches`` committed (epoch seconds); None
+    when they hold no mutation (an empty batch's start tick may be a minute old: PgQ's idle
+    ticks, and nothing of it waits for the target)."""
     for batch in batches:
-        start = batch.begin.start.timestamp / 1e6
         if batch.mutations:
+            start = batch.begin.start.timestamp / 1e6
             return max(start, batch.mutations[0].timestamp / 1e6)
-        if start:
-            return start
     return None
 
 
@@ -61,6 +63,8 @@ class WorkerMetrics(Delivery):
         self.state = state
         if state.position is not None:
             self.offset = state.position.offset
+        if self.pending_since is None:
+            return 0.0  # no mutation: the last micro-batch's lag stays
         return self.delivered()
 
     def idle(self, state: WorkerState, lag_messages: int) -> None:

@@ -33,8 +33,18 @@ def test_the_oldest_change_is_bounded_by_the_start_tick_and_the_event_time() -> 
     assert oldest_change_seconds([batch(940.0, [999.0, 999.5])]) == 999.0
     # a long transaction (event time older than the tick): the tick counts
     assert oldest_change_seconds([batch(990.0, [900.0])]) == 990.0
-    # a batch without mutations: its start tick
-    assert oldest_change_seconds([batch(995.0, []), batch(996.0, [997.0])]) == 995.0
+    # a batch without mutations holds nothing to wait for, whatever its start tick's age
+    assert oldest_change_seconds([batch(995.0, []), batch(996.0, [997.0])]) == 997.0
+    assert oldest_change_seconds([batch(940.0, [])]) is None
+
+
+def test_a_micro_batch_without_mutations_shows_no_lag() -> None:
+    metrics = WorkerMetrics(batch_lag_seconds=0.2)
+    state = WorkerState("streaming", "1:1:", 0)
+    metrics.read([batch(940.0, [])])  # an idle tick's batch, its start tick a minute old
+    assert metrics.lag_seconds(now=1000.0) == 0.0
+    assert metrics.applied(1, 0, 0, state) == 0.0
+    assert metrics.batch_lag_seconds == 0.2
 
 
 def test_apply_lag_grows_until_the_target_commits() -> None:
