@@ -18,6 +18,7 @@ PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 BENCH       ?= full
 PYTEST_ARGS ?=
+SPARK_WORKERS ?= 0
 
 .PHONY: help setup apt ext kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
 
@@ -90,8 +91,8 @@ demo: setup ## start the stack, replicate the example application, show the copy
 bench: setup ## run the benchmarks (BENCH=quick for the short suite)
 	$(BIN)/python -m bench --mode $(BENCH)
 
-sandbox-up: setup ## start the local stack in .sandbox/
-	$(BIN)/pgshovel-sandbox up
+sandbox-up: setup ## start the local stack in .sandbox/ (SPARK_WORKERS=2: with a Spark standalone cluster)
+	$(BIN)/pgshovel-sandbox up --spark-workers $(SPARK_WORKERS)
 
 sandbox-down: ## stop the local stack
 	-$(BIN)/pgshovel-sandbox down

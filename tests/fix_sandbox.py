@@ -6,8 +6,11 @@ and is always stopped: by the session teardown (also after Ctrl-C), by an
 ``atexit`` hook, and on SIGTERM. A run that passed deletes the directory; a
 failed one keeps its logs there and says where. When ``PGSHOVEL_TEST_SANDBOX``
 names the state directory of a running sandbox (``pgshovel-sandbox up``), that
-one is used and left running. Tests that use these fixtures must be marked
-``integration`` (``pytestmark = pytest.mark.integration``).
+one is used and left running. ``spark_cluster`` adds a Spark standalone cluster
+of two one-core workers to the run's sandbox for the tests that ask for it (a
+cluster already running there is used and left running), stopped at the end of
+the session even after a failure, and with the sandbox. Tests that use these
+fixtures must be marked ``integration`` (``pytestmark = pytest.mark.integration``).
 """
 
 from __future__ import annotations
@@ -32,12 +35,35 @@ from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import SandboxConnection, load, start, status, stop, terminate
+from pgshovel.sandbox import (
+    SandboxConnection,
+    SparkCluster,
+    load,
+    load_spark,
+    start,
+    start_spark,
+    status,
+    stop,
+    stop_spark,
+    terminate,
+    terminate_spark,
+)
 
 ENV_VAR = "PGSHOVEL_TEST_SANDBOX"
 SANDBOX_FIXTURES = frozenset(
-    {"sandbox", "make_database", "database", "cluster_name", "zookeeper", "topic", "kafka_config"}
+    {
+        "sandbox",
+        "make_database",
+        "database",
+        "cluster_name",
+        "zookeeper",
+        "topic",
+        "kafka_config",
+        "spark_cluster",
+    }
 )
+#: the shape of the tests' Spark cluster (a test that kills a worker starts a replacement)
+SPARK_WORKERS = 2
 
 
 class MakeDatabase(Protocol):
@@ -148,6 +174,27 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[SandboxConnection]:
     """The run's sandbox (PostgreSQL with PgQ, ZooKeeper, Kafka 0.9)."""
     yield _RUN.get()
     _RUN.shutdown(keep=request.session.testsfailed > 0)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(sandbox: SandboxConnection) -> Iterator[SparkCluster]:
+    """A Spark standalone cluster of ``SPARK_WORKERS`` one-core workers beside the sandbox."""
+    state_dir = Path(sandbox.state_dir)
+    existing = load_spark(state_dir)
+    if existing is not None:
+        # Somebody else's (pgshovel-sandbox up --spark-workers N): repaired, left running.
+        workers = max(SPARK_WORKERS, len(existing.workers))
+        yield start_spark(state_dir, workers, existing.cores, existing.memory)
+        return
+    cluster = start_spark(state_dir, workers=SPARK_WORKERS)
+    atexit.register(terminate_spark, cluster)  # a run ended by a signal
+    try:
+        yield cluster
+    finally:
+        stop_spark(state_dir)
+        # Daemons started since (replacements of killed workers) are in spark.json;
+        # the record held here still names the first ones if the directory is gone.
+        terminate_spark(cluster)
 
 
 @pytest.fixture(scope="session")

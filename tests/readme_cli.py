@@ -44,6 +44,9 @@ COMMANDS: list[tuple[str, click.Command, list[str]]] = [
     ("pgshovel-sandbox", sandbox, ["env"]),
     ("pgshovel-sandbox", sandbox, ["standby"]),
     ("pgshovel-sandbox", sandbox, ["promote"]),
+    ("pgshovel-sandbox", sandbox, ["spark"]),
+    ("pgshovel-sandbox", sandbox, ["spark", "down"]),
+    ("pgshovel-sandbox", sandbox, ["spark", "kill-worker"]),
 ]
 
 

@@ -2,10 +2,13 @@
 
 Unless ``spark.conf`` sets them, the worker runs without Spark's web UI (no
 one watches a worker's job pages, and the UI would listen on every interface),
-and with a local master (``local``, ``local[N]``, ``local-cluster[...]``) the
-driver binds and advertises 127.0.0.1 (``spark.driver.bindAddress``,
-``spark.driver.host``): nothing outside the machine needs to reach it. With any
-other master the executors must reach the driver, so Spark's own defaults stay.
+and with a local master (``local``, ``local[N]``, ``local-cluster[...]``) or a
+standalone master on a loopback address (``spark://127.0.0.1:7077``,
+``spark://localhost:7077``, ``spark://[::1]:7077``; every host of an HA list)
+the driver binds and advertises 127.0.0.1 (``spark.driver.bindAddress``,
+``spark.driver.host``): the executors of such a master run on this machine, and
+Spark's default would advertise the first non-loopback interface. With any other
+master the executors must reach the driver, so Spark's own defaults stay.
 
 PySpark (with pyarrow and pandas) is the optional ``spark`` extra: nothing is
 imported from it until the worker starts, and :func:`require_spark` turns its
@@ -15,10 +18,12 @@ absence into one line saying what to install.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import re
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from pgshovel.errors import ConfigurationError
 from pgshovel.replication.config import SparkSettings
@@ -28,12 +33,13 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
-#: Also applied with a local master, unless ``spark.conf`` sets them.
+#: Also applied with a master whose executors run on this machine, unless ``spark.conf`` sets them.
 LOCAL_DRIVER_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
 }
 LOCAL_MASTERS = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
+STANDALONE_PREFIX = "spark://"
 
 #: What ``pip install 'pgshovel[spark]'`` adds, by import name.
 SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
@@ -49,10 +55,32 @@ def require_spark() -> None:
         )
 
 
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def runs_on_this_machine(master: str) -> bool:
+    """Whether ``master`` keeps every executor on this machine: a local master, or a
+    standalone master (``spark://host:port[,host:port...]``) whose hosts are all loopback."""
+    master = master.strip()
+    if LOCAL_MASTERS.fullmatch(master):
+        return True
+    if not master.startswith(STANDALONE_PREFIX):
+        return False
+    hosts = [urlsplit("//" + part).hostname for part in master[len(STANDALONE_PREFIX) :].split(",")]
+    return all(host is not None and is_loopback_host(host) for host in hosts)
+
+
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The Spark configuration the worker starts with: pgshovel's defaults, then ``spark.conf``."""
     conf = dict(DEFAULT_CONF)
-    if LOCAL_MASTERS.fullmatch(settings.master.strip()):
+    if runs_on_this_machine(settings.master):
         conf.update(LOCAL_DRIVER_CONF)
     conf.update(settings.conf)
     return conf

@@ -8,7 +8,10 @@ the record back; ``status`` tells which still run; ``remember`` records a
 directory as the sandbox ``pgshovel-sandbox`` commands use when run elsewhere
 (see :mod:`pgshovel.sandbox._locate`); ``start_server`` adds a physical
 standby of it (or a separate primary to fail over, see
-:mod:`pgshovel.sandbox._servers`). Logs land in ``postgres.log``,
+:mod:`pgshovel.sandbox._servers`); ``start_spark`` runs a Spark standalone
+cluster beside it from the pyspark package's jars (``stop_spark``,
+``kill_spark_worker``, ``load_spark``, ``terminate_spark``; see
+:mod:`pgshovel.sandbox._spark`). Logs land in ``postgres.log``,
 ``zookeeper.log`` and ``kafka.log`` in the state directory. Kafka's jars come from
 ``$KAFKA_HOME/libs`` when ``KAFKA_HOME`` is set, else from the project's
 ``.deps/kafka/libs`` (``make kafka``); ZooKeeper's from Debian's
@@ -24,6 +27,12 @@ from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
 from pgshovel.sandbox._locate import remember
 from pgshovel.sandbox._servers import Server, start_server, stop_server
+from pgshovel.sandbox._spark import kill_worker as kill_spark_worker
+from pgshovel.sandbox._spark import load as load_spark
+from pgshovel.sandbox._spark import start as start_spark
+from pgshovel.sandbox._spark import stop as stop_spark
+from pgshovel.sandbox._spark import terminate as terminate_spark
+from pgshovel.sandbox._spark_plan import SparkCluster, SparkProcess
 from pgshovel.sandbox._startup import restart_postgres, start_kafka, stop_kafka
 
 __all__ = [
@@ -31,15 +40,22 @@ __all__ = [
     "SandboxConnection",
     "Server",
     "ServiceStatus",
+    "SparkCluster",
+    "SparkProcess",
+    "kill_spark_worker",
     "load",
+    "load_spark",
     "remember",
     "restart_postgres",
     "start",
     "start_kafka",
     "start_server",
+    "start_spark",
     "status",
     "stop",
     "stop_kafka",
     "stop_server",
+    "stop_spark",
     "terminate",
+    "terminate_spark",
 ]

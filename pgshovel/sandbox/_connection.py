@@ -40,6 +40,8 @@ class SandboxConnection:
     pids: dict[str, int]
     ports: dict[str, int] = field(default_factory=dict)
     postgres_data_dir: str = ""
+    #: the Spark standalone master beside the sandbox (``pgshovel-sandbox spark up``), or ""
+    spark_master: str = ""
 
     def kafka_config(self) -> dict[str, str]:
         """confluent-kafka configuration: ``bootstrap.servers`` plus the broker's properties."""
@@ -56,6 +58,8 @@ class SandboxConnection:
         }
         for name, value in self.kafka_properties.items():
             variables[kafka_property_variable(name)] = value
+        if self.spark_master:
+            variables["PGSHOVEL_SPARK_MASTER"] = self.spark_master
         return variables
 
     def to_json(self) -> str:
@@ -83,6 +87,7 @@ class SandboxConnection:
             pids=_mapping(data, "pids", int, origin),
             ports=_mapping(data, "ports", int, origin, required=False),
             postgres_data_dir=_text(data, "postgres_data_dir", origin, required=False),
+            spark_master=_text(data, "spark_master", origin, required=False),
         )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _postgres, _process, _servers, _startup, _state
+from pgshovel.sandbox import _postgres, _process, _servers, _spark, _startup, _state
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._plan import SERVICES, ProcessState
 
@@ -58,6 +58,8 @@ def status(state_dir: Path) -> list[ServiceStatus]:
         pid = connection.pids.get(service)
         running = pid is not None and _process.state_of(pid, markers[service]) is ProcessState.OURS
         report.append(ServiceStatus(service, pid, connection.ports.get(service), running))
+    for daemon in _spark.status(state_dir):
+        report.append(ServiceStatus(daemon.name, daemon.pid, daemon.port, daemon.running))
     return report
 
 
@@ -71,6 +73,7 @@ def start(state_dir: Path, timeout: float = DEFAULT_TIMEOUT) -> SandboxConnectio
             logger.info("the sandbox in %s is already running", state_dir)
             return previous
         _stop_recorded(state_dir, previous)
+        _spark.stop_recorded(state_dir)  # the new sandbox.json names no cluster
         return _startup.start_services(state_dir, previous, timeout)
 
 
@@ -82,6 +85,7 @@ def stop(state_dir: Path, purge: bool = False) -> None:
     with _state.locked(state_dir):
         previous = _load_quietly(state_dir)
         _servers.stop_all(state_dir)
+        _spark.stop_recorded(state_dir)
         _stop_recorded(state_dir, previous)
         if purge:
             _postgres.purge(_state.location(state_dir, previous), state_dir)
@@ -98,6 +102,7 @@ def terminate(connection: SandboxConnection) -> None:
     state_dir = Path(connection.state_dir)
     if state_dir.is_dir():
         _servers.stop_all(state_dir)
+        _spark.stop_recorded(state_dir)
     location = _state.location(state_dir, connection)
     recorded = {service: {pid} for service, pid in connection.pids.items()}
     _state.stop_pids(state_dir, location, recorded)

@@ -1,4 +1,4 @@
-"""``pgshovel-sandbox up | down | status | env``: the local stack from the command line.
+"""``pgshovel-sandbox up | down | status | env | spark``: the local stack from the command line.
 
 The state directory comes from ``--state-dir`` or ``PGSHOVEL_SANDBOX_DIR``,
 else from the rule in :mod:`pgshovel.sandbox._locate` (the nearest
@@ -8,6 +8,7 @@ env)"`` points every pgshovel command and configuration at the running sandbox.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,8 +17,9 @@ import click
 
 from pgshovel import _cli
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _lifecycle, _locate, _servers
+from pgshovel.sandbox import _lifecycle, _locate, _servers, _spark
 from pgshovel.sandbox._connection import shell_exports
+from pgshovel.sandbox._spark_plan import DEFAULT_WORKER_CORES, DEFAULT_WORKER_MEMORY
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +57,8 @@ existing_state_dir = state_dir_option(
 )
 @_cli.version_option
 def sandbox(log_level: str) -> None:
-    """Local PostgreSQL (with PgQ), ZooKeeper and Kafka for demos and tests.
+    """Local PostgreSQL (with PgQ), ZooKeeper and Kafka (and, on request, a Spark
+    standalone cluster) for demos and tests.
 
     Every command acts on the sandbox in --state-dir (env PGSHOVEL_SANDBOX_DIR)
     if given, else on the nearest .sandbox directory holding a sandbox.json in
@@ -75,15 +78,57 @@ def sandbox(log_level: str) -> None:
     show_default=True,
     help="Seconds to wait for each service to answer.",
 )
-def up(state_dir: Path | None, timeout: float) -> None:
-    """Start the stack (or confirm it runs); recovers from a crashed previous run."""
+@click.option(
+    "--spark-workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Also run a Spark standalone cluster (a Master and this many Workers, from the pyspark "
+    "package's jars) on 127.0.0.1; on a running sandbox, start, resize or repair it. 0 leaves "
+    "the cluster as it is (none unless started before).",
+)
+@click.option(
+    "--spark-worker-cores",
+    type=click.IntRange(min=1),
+    default=DEFAULT_WORKER_CORES,
+    show_default=True,
+    help="Cores each Spark worker offers.",
+)
+@click.option(
+    "--spark-worker-memory",
+    default=DEFAULT_WORKER_MEMORY,
+    show_default=True,
+    help="Memory each Spark worker offers to executors (512m, 2g, ...); an application's "
+    "spark.executor.memory (default 1g) must fit.",
+)
+def up(
+    state_dir: Path | None,
+    timeout: float,
+    spark_workers: int,
+    spark_worker_cores: int,
+    spark_worker_memory: str,
+) -> None:
+    """Start the stack (or confirm it runs); recovers from a crashed previous run.
+
+    With --spark-workers N, also a Spark standalone cluster: its master URL is
+    printed, recorded in sandbox.json and exported by 'env' as
+    PGSHOVEL_SPARK_MASTER (spark.master in replication.yml). 'spark down' stops
+    only the cluster, 'down' everything.
+    """
     directory = _locate.for_up(state_dir)
     connection = _lifecycle.start(directory, timeout=timeout)
     _locate.remember(directory)
+    if spark_workers:
+        _spark.start(
+            directory, spark_workers, spark_worker_cores, spark_worker_memory, timeout=timeout
+        )
+        connection = _lifecycle.load(directory)  # now naming the master
     click.echo(f"sandbox running in {connection.state_dir}")
     click.echo(f"  postgresql  {connection.postgres_dsn}")
     click.echo(f"  zookeeper   {connection.zookeeper_hosts}")
     click.echo(f"  kafka       {connection.kafka_bootstrap_servers}")
+    if connection.spark_master:
+        click.echo(f"  spark       {connection.spark_master}")
     click.echo('use it from a shell with: eval "$(pgshovel-sandbox env)"')
 
 
@@ -111,10 +156,13 @@ def status(state_dir: Path | None) -> None:
     report = _lifecycle.status(state_dir)
     for service in report:
         state = "running" if service.running else "down"
-        click.echo(f"{service.name:<10} pid={service.pid} port={service.port} {state}")
+        click.echo(f"{service.name:<14} pid={service.pid} port={service.port} {state}")
     down = [service.name for service in report if not service.running]
     if down:
-        raise SandboxError(f"sandbox in {str(state_dir)!r} is not running: {', '.join(down)} down")
+        raise SandboxError(
+            f"sandbox in {str(state_dir)!r} is not running: {', '.join(down)} down; "
+            f"start it with {_restart_command(state_dir)!r}"
+        )
 
 
 @sandbox.command()
@@ -126,9 +174,52 @@ def env(state_dir: Path | None) -> None:
     if down:
         raise SandboxError(
             f"sandbox in {str(state_dir)!r} is not running ({', '.join(down)} down): "
-            "start it with 'pgshovel-sandbox up'"
+            f"start it with {_restart_command(state_dir)!r}"
         )
     click.echo(shell_exports(_lifecycle.load(state_dir).environment()), nl=False)
+
+
+def _restart_command(state_dir: Path) -> str:
+    """The ``up`` that brings back everything the sandbox recorded, its Spark cluster too."""
+    command = f"pgshovel-sandbox up --state-dir {shlex.quote(str(state_dir))}"
+    try:
+        cluster = _spark.load(state_dir)
+    except SandboxError:
+        return command
+    if cluster is None:
+        return command
+    return (
+        f"{command} --spark-workers {len(cluster.workers)} "
+        f"--spark-worker-cores {cluster.cores} --spark-worker-memory {cluster.memory}"
+    )
+
+
+@sandbox.group()
+def spark() -> None:
+    """The sandbox's Spark standalone cluster ('up --spark-workers N' starts it)."""
+
+
+@spark.command("down")
+@existing_state_dir
+def spark_down(state_dir: Path | None) -> None:
+    """Stop the Spark cluster only (workers, then the master); safe to repeat."""
+    directory = _locate.for_existing(state_dir)
+    _spark.stop(directory)
+    click.echo(f"spark cluster of the sandbox in {directory} stopped")
+
+
+@spark.command("kill-worker")
+@existing_state_dir
+@click.argument("name")
+def spark_kill_worker(state_dir: Path | None, name: str) -> None:
+    """kill -9 of Spark worker NAME (worker-1, ...) and its executors, as a crash would.
+
+    A running application's driver loses the executor and runs its tasks again
+    on the other workers; 'up --spark-workers N' starts a replacement.
+    """
+    directory = _locate.for_existing(state_dir)
+    process = _spark.kill_worker(directory, name)
+    click.echo(f"killed spark {name} (pid {process.pid}) and its executors")
 
 
 @sandbox.command()

@@ -1,7 +1,10 @@
 """The sandbox's services really work: PgQ batches, ZooKeeper watches, keyed Kafka messages.
 
 Also drives a second sandbox through ``pgshovel-sandbox`` exactly as a user
-would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash.
+would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash;
+a Spark cluster added to it with ``up --spark-workers``, stopped with ``spark
+down`` and with ``down``; and on the run's cluster, ``spark kill-worker`` and the
+replacement ``up --spark-workers`` starts.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg2
@@ -23,7 +28,17 @@ from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from pgshovel.sandbox import SandboxConnection, load, start, status, stop, terminate
+from pgshovel.sandbox import (
+    SandboxConnection,
+    SparkCluster,
+    _process,
+    load,
+    load_spark,
+    start,
+    status,
+    stop,
+    terminate,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -104,8 +119,11 @@ def test_kafka_round_trips_keyed_messages(kafka_config: dict[str, str], topic: s
 
 def test_sandbox_json_records_the_running_services(sandbox: SandboxConnection) -> None:
     recorded = load(Path(sandbox.state_dir))
-    # Failure tests may restart the broker (new PID); everything else stays as started.
-    assert dataclasses.replace(recorded, pids={}) == dataclasses.replace(sandbox, pids={})
+    # Failure tests may restart the broker (new PID), the spark_cluster fixture may have
+    # added its master; everything else stays as started.
+    assert dataclasses.replace(recorded, pids={}, spark_master="") == dataclasses.replace(
+        sandbox, pids={}, spark_master=""
+    )
     assert set(recorded.pids) == {"postgres", "zookeeper", "kafka"}
     assert all(service.running for service in status(Path(sandbox.state_dir)))
     with psycopg2.connect(sandbox.source_dsn) as connection, connection.cursor() as cursor:
@@ -136,6 +154,19 @@ def test_cli_up_status_env_down(tmp_path: Path) -> None:
         again = cli(inside, "up")  # the project's, found from a subdirectory
         assert again.returncode == 0 and "already running" in again.stderr
         assert load(state_dir).pids == pids
+
+        # A Spark cluster on the running sandbox, stopped alone, then started again.
+        spark_pids = _up_with_spark(cli, inside, state_dir)
+        exports = cli(elsewhere, "env")
+        assert f"export PGSHOVEL_SPARK_MASTER={load(state_dir).spark_master}\n" in exports.stdout
+        spark_down = cli(elsewhere, "spark", "down")
+        assert spark_down.returncode == 0, spark_down.stderr
+        assert [pid for pid in spark_pids if _exists(pid)] == []
+        assert load_spark(state_dir) is None and load(state_dir).spark_master == ""
+        assert "PGSHOVEL_SPARK_MASTER" not in cli(elsewhere, "env").stdout
+        assert load(state_dir).pids == pids
+        spark_pids = _up_with_spark(cli, inside, state_dir)
+        pids = {**pids, **{f"spark {pid}": pid for pid in spark_pids}}
 
         assert cli(inside, "status").returncode == 0
         assert cli(elsewhere, "status", "--state-dir", str(state_dir)).returncode == 0
@@ -210,6 +241,54 @@ def test_terminate_stops_a_sandbox_whose_directory_was_deleted(tmp_path: Path) -
             postgres_root.parent.rmdir()
 
 
+def _up_with_spark(
+    cli: Callable[..., subprocess.CompletedProcess[str]], cwd: Path, state_dir: Path
+) -> list[int]:
+    """``up --spark-workers 1`` on the running sandbox; the PIDs of its master and worker."""
+    up = cli(cwd, "up", "--spark-workers", "1")
+    assert up.returncode == 0, up.stderr
+    cluster = load_spark(state_dir)
+    assert cluster is not None and sorted(cluster.workers) == ["worker-1"]
+    assert f"spark       {cluster.master_url}" in up.stdout
+    assert load(state_dir).spark_master == cluster.master_url
+    report = cli(cwd, "status")
+    assert report.returncode == 0, report.stdout
+    assert "spark-master" in report.stdout and "spark-worker-1" in report.stdout
+    return [process.pid for process in cluster.processes()]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_cli_kill_worker_then_up_starts_a_replacement(
+    sandbox: SandboxConnection, spark_cluster: SparkCluster, tmp_path: Path
+) -> None:
+    state_dir = Path(sandbox.state_dir)
+
+    def cli(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return _cli(tmp_path / "xdg-state", tmp_path, *arguments, "--state-dir", str(state_dir))
+
+    before = load_spark(state_dir)
+    assert before is not None
+    victim = before.workers["worker-2"]
+    killed = cli("spark", "kill-worker", "worker-2")
+    assert killed.returncode == 0, killed.stderr
+    # This process started it (the fixture): gone once reaped here.
+    assert _process.wait_exited(victim.pid, 30)
+    down = cli("status")
+    assert down.returncode == 1
+    assert f"spark-worker-2 pid={victim.pid} port={victim.port} down" in down.stdout
+    # The remedy the error names brings the cluster back in its shape.
+    remedy = down.stderr.split("start it with ", 1)[1].strip().strip("'")
+    assert "--spark-workers 2" in remedy, down.stderr
+    up = _cli(tmp_path / "xdg-state", tmp_path, *shlex.split(remedy)[1:])
+    assert up.returncode == 0, up.stderr
+    after = load_spark(state_dir)
+    assert after is not None and after.master == before.master
+    assert after.workers["worker-1"] == before.workers["worker-1"]
+    assert after.workers["worker-2"].pid != victim.pid
+    assert cli("status").returncode == 0
+
+
 def _cli(state_home: Path, cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     """``pgshovel-sandbox ARGUMENTS`` run in ``cwd``, with up's record under ``state_home``."""
     environment = {
@@ -222,7 +301,7 @@ def _cli(state_home: Path, cwd: Path, *arguments: str) -> subprocess.CompletedPr
         env=environment,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,  # up with a Spark cluster starts JVMs: slow on a loaded machine
         check=False,
     )
 

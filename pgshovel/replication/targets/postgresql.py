@@ -3,9 +3,10 @@
 Commit order: each micro-batch's changes and the new stream position are
 written in one target transaction, so after a crash the stored position names
 exactly the last batch applied. A snapshot load is all or nothing: ranges are
-committed by parallel Spark tasks, so if the worker dies during the load the
-state stays in phase ``snapshot`` and the next start empties the set's tables
-and loads again from a new snapshot.
+committed by parallel Spark tasks, each with a record of its range (a range
+Spark runs again after losing an executor is loaded once, see ``_pgranges``),
+so if the worker dies during the load the state stays in phase ``snapshot`` and
+the next start empties the set's tables and loads again from a new snapshot.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pgshovel.replication.targets import (
     _pgapply,
     _pgaudit,
     _pgchunks,
+    _pgranges,
     _pgschema,
     _pgstate,
     _pgwake,
@@ -58,14 +60,38 @@ STAGING_TABLE = "pgshovel_staging"
 
 @dataclass(frozen=True)
 class PostgresSnapshotSink:
-    """Pipes a range's ``COPY TO`` output from the source into ``COPY FROM`` on the target."""
+    """Pipes a range's ``COPY TO`` output from the source into ``COPY FROM`` on the target.
+
+    A range is committed with its row in ``pgshovel_replication.snapshot_ranges``
+    (``_pgranges``): an attempt Spark runs again after the first one committed
+    (its executor was lost before it reported) returns the recorded count and
+    copies nothing, so a retried range never duplicates rows.
+    """
 
     dsn: str
 
     def load_range(self, key_range: KeyRange, copy_out: CopyOut) -> int:
+        table = key_range.table
         connection = connect(self.dsn, "pgshovel-replicate snapshot")
         try:
-            return _pipe_range(connection, key_range.table, copy_out)
+            with translating(f"claiming range {key_range.index} of {table.qualified!r}"):
+                with connection.cursor() as cursor:
+                    loaded = _pgranges.claim(cursor, key_range)
+                if loaded is not None:
+                    connection.rollback()
+                    logger.info(
+                        "range %d of %s was loaded by an earlier attempt (%d rows): not copied",
+                        key_range.index,
+                        table.qualified,
+                        loaded,
+                    )
+                    return loaded
+            rows = _pipe_range(connection, table, copy_out, commit=False)
+            with translating(f"committing range {key_range.index} of {table.qualified!r}"):
+                with connection.cursor() as cursor:
+                    _pgranges.record(cursor, key_range, rows)
+                connection.commit()
+            return rows
         finally:
             connection.close()
 
@@ -103,6 +129,7 @@ def _pipe_range(
     table: TableShape,
     copy_out: CopyOut,
     copy_in: sql.Composable | None = None,
+    commit: bool = True,
 ) -> int:
     read_fd, write_fd = os.pipe()
     failure: list[BaseException] = []
@@ -133,7 +160,8 @@ def _pipe_range(
         raise DatabaseError(
             f"reading a snapshot range of {table.qualified!r} from the source failed: {failure[0]}"
         ) from failure[0]
-    connection.commit()
+    if commit:
+        connection.commit()
     return rows
 
 
@@ -180,6 +208,8 @@ class PostgresTarget:
             for table in state.tables:
                 _pgschema.drop_table(cursor, table)
                 _pgapply.create_table(cursor, table)
+            _pgranges.create(cursor)
+            _pgranges.forget(cursor, state.tables)
             _pgstate.write(cursor, self._cluster, self._set_name, state)
 
     def snapshot_sink(self) -> SnapshotSink:
@@ -191,6 +221,7 @@ class PostgresTarget:
                 cursor.execute(
                     sql.SQL("ANALYZE {}").format(sql.Identifier(table.schema, table.name))
                 )
+            _pgranges.forget(cursor, state.tables)
             _pgstate.write(cursor, self._cluster, self._set_name, state)
 
     def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:

@@ -38,11 +38,12 @@ def write_replication_yml(
     target: Mapping[str, Any],
     ranges_per_table: int = 4,
     part_mutations: int = 20000,
+    master: str = "local[2]",
 ) -> Path:
     properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
     document = {
         "spark": {
-            "master": "local[2]",
+            "master": master,
             "conf": {
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "2",

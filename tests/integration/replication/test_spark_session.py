@@ -1,7 +1,9 @@
 """The worker's SparkSession really starts with its defaults (read back from a live session).
 
 Each session starts in a child interpreter: Spark reuses a running session
-(this run's shared one), whose static settings could not change.
+(this run's shared one), whose static settings could not change. With the
+sandbox's standalone cluster, the session's tasks run on both workers' executors
+in this virtualenv's Python.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pgshovel.sandbox import SparkCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -35,13 +39,45 @@ finally:
 """
 
 
-def started_with(settings: dict[str, Any]) -> dict[str, Any]:
+# Waits for both executors, then runs a task per core and says where each ran.
+ON_THE_CLUSTER = """
+import json, sys
+from pgshovel.replication.config import SparkSettings
+from pgshovel.replication.spark import spark_session
+session = spark_session(SparkSettings.model_validate_json(sys.argv[1]))
+context = session.sparkContext
+conf = context.getConf()
+
+def where(_rows):
+    import sys
+    import pgshovel.replication.loaders  # the executors run pgshovel's code
+    yield sys.executable
+
+try:
+    executors = [
+        info.host() for info in context._jsc.sc().statusTracker().getExecutorInfos()
+    ]
+    ran = context.parallelize(range(4), 4).mapPartitions(where).collect()
+    print(json.dumps({
+        "executors": len(executors) - 1,
+        "pythons": sorted(set(ran)),
+        "tasks": len(ran),
+        **{key: conf.get(key, None) for key in ("spark.driver.host", "spark.driver.bindAddress")},
+    }))
+finally:
+    session.stop()
+"""
+
+
+def started_with(
+    settings: dict[str, Any], child: str = CHILD, timeout: float = 180
+) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(settings)],
+        [sys.executable, "-c", child, json.dumps(settings)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr
     return dict(json.loads(result.stdout.splitlines()[-1]))
@@ -71,3 +107,28 @@ def test_configured_values_win() -> None:
     assert conf["spark.ui.enabled"] == "true" and conf["ui_url"] is not None
     assert conf["spark.driver.host"] == "localhost"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+def test_a_loopback_standalone_master_runs_tasks_on_its_workers_in_this_python(
+    spark_cluster: SparkCluster,
+) -> None:
+    report = started_with(
+        {
+            "master": spark_cluster.master_url,
+            "conf": {
+                # Start the job only once an executor runs on every worker.
+                "spark.cores.max": "2",
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
+            },
+        },
+        ON_THE_CLUSTER,
+        timeout=600,  # two executor JVMs and their Pythons start: slow on a loaded machine
+    )
+    assert report == {
+        "executors": 2,
+        "pythons": [sys.executable],
+        "tasks": 4,
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }

@@ -1,4 +1,4 @@
-"""The worker's Spark defaults: no web UI, a loopback driver with a local master; conf wins."""
+"""The worker's Spark defaults: no web UI, a loopback driver where executors run here; conf wins."""
 
 from __future__ import annotations
 
@@ -19,7 +19,33 @@ def test_a_local_master_gets_no_ui_and_a_loopback_driver(master: str) -> None:
     assert conf.items() >= LOOPBACK.items()
 
 
-@pytest.mark.parametrize("master", ["spark://spark-master:7077", "yarn", "k8s://https://k:6443"])
+@pytest.mark.parametrize(
+    "master",
+    [
+        "spark://127.0.0.1:7077",
+        " spark://localhost:41234 ",
+        "spark://127.0.1.1:7077",
+        "spark://[::1]:7077",
+        "spark://127.0.0.1:7077,localhost:7078",
+    ],
+)
+def test_a_standalone_master_on_loopback_gets_a_loopback_driver(master: str) -> None:
+    """Its executors run on this machine: Spark would advertise a non-loopback interface."""
+    assert session_conf(SparkSettings(master=master)).items() >= LOOPBACK.items()
+
+
+@pytest.mark.parametrize(
+    "master",
+    [
+        "spark://spark-master:7077",
+        "spark://10.0.0.5:7077",
+        "spark://127.0.0.1:7077,10.0.0.5:7077",
+        "spark://",
+        "yarn",
+        "k8s://https://k:6443",
+        "k8s://https://127.0.0.1:6443",
+    ],
+)
 def test_a_cluster_master_keeps_sparks_driver_address(master: str) -> None:
     conf = session_conf(SparkSettings(master=master))
     assert conf["spark.ui.enabled"] == "false"

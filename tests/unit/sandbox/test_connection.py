@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shlex
 import subprocess
 
@@ -55,6 +57,19 @@ def test_environment_names_every_service_and_kafka_property() -> None:
         "PGSHOVEL_KAFKA_API_VERSION_REQUEST": "false",
         "PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK": "0.9.0.1",
     }
+
+
+def test_a_spark_master_is_recorded_and_exported() -> None:
+    with_spark = dataclasses.replace(connection(), spark_master="spark://127.0.0.1:7077")
+    assert SandboxConnection.from_json(with_spark.to_json()) == with_spark
+    assert with_spark.environment()["PGSHOVEL_SPARK_MASTER"] == "spark://127.0.0.1:7077"
+    assert "PGSHOVEL_SPARK_MASTER" not in connection().environment()
+
+
+def test_a_record_written_before_spark_master_existed_reads_as_none() -> None:
+    document = json.loads(connection().to_json())
+    del document["spark_master"]
+    assert SandboxConnection.from_json(json.dumps(document)).spark_master == ""
 
 
 def test_kafka_property_variable_names() -> None:
