@@ -15,7 +15,9 @@ from typing import Any
 import psycopg2.extensions
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
+from psycopg2 import sql
 
+from pgshovel._numbers import rows_of_estimate
 from pgshovel.cluster import names
 from pgshovel.source import translating
 
@@ -36,7 +38,7 @@ class RelayActivity:
 class QueueActivity:
     """The set's PgQ queue as the relay's consumer sees it."""
 
-    #: events in ticks the relay has not finished yet
+    #: events in ticks the relay has not finished yet (PgQ's count, by event numbers)
     pending_events: int
     #: events written after the last tick (not in any batch yet)
     untick_events: int
@@ -44,6 +46,11 @@ class QueueActivity:
     consumer_lag: float
     #: seconds since the relay last finished a batch
     last_seen: float
+    #: committed events no finished batch holds (those of a batch being published, and of
+    #: transactions in progress at the last finished tick, included); None: not counted
+    unpublished: int | None = None
+    #: an upper bound of the age of the oldest of them (seconds), None when there is none
+    oldest_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,21 +72,52 @@ def read_relay(client: KazooClient, cluster: str, set_name: str) -> RelayActivit
 
 
 def read_queue(conn: psycopg2.extensions.connection, queue: str) -> QueueActivity | None:
-    """None when the queue or the relay's consumer registration is missing."""
+    """None when the queue or the relay's consumer registration is missing.
+
+    The backlog is counted from the events themselves: every committed event not
+    visible in the snapshot of the tick the relay finished last is in no finished
+    batch. PgQ's own count compares event numbers, and the events of a transaction
+    in progress at a tick carry numbers from before it: during a long transaction's
+    batch it says 0. An event committed after that tick and after its own
+    transaction began, so the later of the two bounds the oldest one's age.
+    """
     with translating(f"reading the state of queue {queue!r}"):
         with conn.cursor() as cursor:
             cursor.execute(
                 "SELECT c.pending_events, extract(epoch FROM c.lag), "
-                "extract(epoch FROM c.last_seen), q.ev_new "
-                "FROM pgq.get_consumer_info(%s, %s) c, pgq.get_queue_info(%s) q",
+                "extract(epoch FROM c.last_seen), q.ev_new, t.tick_snapshot::text, "
+                "t.tick_time, p.queue_data_pfx "
+                "FROM pgq.get_consumer_info(%s, %s) c, pgq.get_queue_info(%s) q, "
+                "pgq.queue p, pgq.tick t "
+                "WHERE p.queue_name = q.queue_name AND t.tick_queue = p.queue_id "
+                "AND t.tick_id = c.last_tick",
                 (queue, names.CONSUMER, queue),
             )
             row = cursor.fetchone()
+            unpublished: int | None = None
+            oldest: float | None = None
+            if row is not None:
+                snapshot, tick_time, events = row[4:]
+                schema, _, table = str(events).partition(".")
+                cursor.execute(
+                    sql.SQL(
+                        "SELECT count(*), extract(epoch FROM now() - greatest(min(e.ev_time), %s))"
+                        " FROM {} e WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
+                        " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot)"
+                    ).format(sql.Identifier(schema, table)),
+                    (tick_time, snapshot, snapshot),
+                )
+                counted = cursor.fetchone()
+                if counted is not None:
+                    unpublished = int(counted[0])
+                    oldest = None if counted[1] is None else max(0.0, float(counted[1]))
         conn.rollback()
     if row is None:
         return None
-    pending, lag, seen, new = row
-    return QueueActivity(int(pending or 0), int(new or 0), float(lag or 0), float(seen or 0))
+    pending, lag, seen, new = row[:4]
+    return QueueActivity(
+        int(pending or 0), int(new or 0), float(lag or 0), float(seen or 0), unpublished, oldest
+    )
 
 
 def read_workers(client: KazooClient, cluster: str, set_name: str) -> list[WorkerActivity]:
@@ -114,12 +152,17 @@ def relay_lines(relay: RelayActivity) -> list[str]:
 def queue_lines(queue: QueueActivity | None) -> list[str]:
     if queue is None:
         return ["backlog: unknown (queue or consumer missing)"]
-    waiting = queue.pending_events + queue.untick_events
+    seen = f"relay finished a batch {queue.last_seen:.1f}s ago"
+    if queue.unpublished is None:
+        waiting = queue.pending_events + queue.untick_events
+        age = queue.consumer_lag
+    else:
+        waiting = queue.unpublished
+        age = queue.oldest_seconds or 0.0
     if waiting == 0:
-        return [f"backlog: 0 events (relay finished a batch {queue.last_seen:.1f}s ago)"]
+        return [f"backlog: 0 events ({seen})"]
     return [
-        f"backlog: {waiting} event(s) not yet published, the oldest at most "
-        f"{queue.consumer_lag:.1f}s old (relay finished a batch {queue.last_seen:.1f}s ago)"
+        f"backlog: {waiting} event(s) not yet published, the oldest at most {age:.1f}s old ({seen})"
     ]
 
 
@@ -131,13 +174,20 @@ def worker_lines(workers: list[WorkerActivity], now: float) -> list[str]:
         doc = worker.document
         age = now - float(doc.get("updated", now))
         lines.append(
-            f"  {worker.name}: {doc.get('target', '?')}, {doc.get('phase', '?')}, "
-            f"offset {doc.get('offset', '?')}, lag {float(doc.get('lag_seconds', 0)):.1f}s "
+            f"  {worker.name}: {doc.get('copy') or doc.get('target', '?')}, "
+            f"{doc.get('phase', '?')}, offset {doc.get('offset', '?')}, "
+            f"lag {float(doc.get('lag_seconds', 0)):.1f}s "
             f"({doc.get('lag_messages', '?')} message(s)), updated {age:.0f}s ago"
         )
-        for task in doc.get("tasks", ()):
+        applying = doc.get("applying")
+        if isinstance(applying, dict):
+            since = now - float(applying.get("since", now))
             lines.append(
-                f"    {task.get('purpose', '?')} of {task.get('table', '?')}: "
-                f"{task.get('rows', 0)}/~{task.get('estimate', 0)} rows"
+                f"    applying {applying.get('mutations', '?')} mutation(s) of "
+                f"{applying.get('batches', '?')} batch(es) from batch "
+                f"{applying.get('batch', '?')}, for {since:.0f}s"
             )
+        for task in doc.get("tasks", ()):
+            progress = rows_of_estimate(int(task.get("rows", 0)), int(task.get("estimate", 0)))
+            lines.append(f"    {task.get('purpose', '?')} of {task.get('table', '?')}: {progress}")
     return lines

@@ -13,6 +13,7 @@ commit to target commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,18 @@ def oldest_change_seconds(batches: Sequence[CommittedBatch]) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Applying:
+    """The micro-batch the worker is applying (read, not yet committed to the target)."""
+
+    #: the id of its first source batch
+    batch_id: int
+    batches: int
+    mutations: int
+    #: when it was read (epoch seconds)
+    since: float
+
+
 @dataclass
 class WorkerMetrics(Delivery):
     """Counters and gauges; updated by the worker loop, read by the HTTP thread."""
@@ -47,12 +60,23 @@ class WorkerMetrics(Delivery):
     streaming: bool = False
     #: the state last stored (its tasks give the snapshot progress)
     state: WorkerState | None = None
+    #: what is being applied now (None between micro-batches)
+    applying: Applying | None = None
 
     def read(self, batches: Sequence[CommittedBatch]) -> None:
-        """A micro-batch was read; a retry of the same changes keeps the older time."""
+        """A micro-batch was read; a retry of the same changes keeps the older times."""
         oldest = oldest_change_seconds(batches)
         if oldest is not None and (self.pending_since is None or oldest < self.pending_since):
             self.pending_since = oldest
+        if batches:
+            first = batches[0].batch_id
+            again = self.applying is not None and self.applying.batch_id == first
+            self.applying = Applying(
+                first,
+                len(batches),
+                sum(len(batch.mutations) for batch in batches),
+                self.applying.since if again and self.applying is not None else time.time(),
+            )
 
     def applied(self, batches: int, mutations: int, rows: int, state: WorkerState) -> float:
         """The target committed a micro-batch; returns its lag (source to target commit)."""
@@ -61,6 +85,7 @@ class WorkerMetrics(Delivery):
         self.mutations += mutations
         self.rows += rows
         self.state = state
+        self.applying = None
         if state.position is not None:
             self.offset = state.position.offset
         if self.pending_since is None:
@@ -70,6 +95,7 @@ class WorkerMetrics(Delivery):
     def idle(self, state: WorkerState, lag_messages: int) -> None:
         """Nothing to read: everything the stream held is applied."""
         self.pending_since = None
+        self.applying = None
         self.lag_messages = lag_messages
         self.state = state
 

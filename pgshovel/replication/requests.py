@@ -13,6 +13,7 @@ them again before it is done.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from kazoo.client import KazooClient
@@ -45,6 +46,8 @@ class RequestDesk:
         self.source_dsn = source_dsn
         self.target = target
         self._client: KazooClient | None = None
+        #: the status board's thread asks for the client too
+        self._client_lock = threading.Lock()
         self._next_poll = 0.0
         self._repair: dict[str, bool] = {}
 
@@ -56,9 +59,10 @@ class RequestDesk:
 
     def zookeeper(self) -> KazooClient:
         """The desk's ZooKeeper client, started on first use (the status board shares it)."""
-        if self._client is None:
-            self._client = start_client(self.zookeeper_hosts)
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = start_client(self.zookeeper_hosts)
+            return self._client
 
     def take(self, state: WorkerState) -> WorkerState:
         """``state`` with the tasks of requests not taken yet (polled at most once a second)."""

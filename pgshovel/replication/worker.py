@@ -49,6 +49,7 @@ from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.status import StatusBoard
+from pgshovel.replication.targets import copy_name
 from pgshovel.source import TableShape, connect, with_source_connection
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.handoff import HandoffFilter, Snapshot, parse_txid_snapshot
@@ -137,6 +138,7 @@ class Worker:
                 return self._run(should_stop, policy.succeeded)
             except PgshovelError as error:
                 self.metrics.errors += 1
+                self.metrics.applying = None
                 policy.failed(error)
                 if should_stop():
                     return self.state
@@ -163,8 +165,16 @@ class Worker:
         board = (
             None
             if desk is None
-            else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
+            else StatusBoard(
+                desk.zookeeper,
+                self.cluster,
+                self.set_name,
+                type(target).__name__,
+                copy=copy_name(target),
+            )
         )
+        if board is not None:
+            board.keep_fresh(self.metrics)
         snapshots = self._incremental(target, desk)
         try:
             if desk is not None:

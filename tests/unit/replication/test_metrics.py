@@ -101,3 +101,29 @@ def test_series_show_snapshot_progress_per_table() -> None:
         "rows": 500,
         "estimate": 1000,
     }
+
+
+def test_the_status_says_what_is_being_applied_and_since_when() -> None:
+    metrics = WorkerMetrics(streaming=True)
+    state = WorkerState("streaming", "1:1:", 0)
+    assert status_document(metrics, "PostgresTarget", 100.0)["applying"] is None
+    metrics.read([batch(990.0, [995.0, 996.0])])
+    applying = status_document(metrics, "PostgresTarget", 100.0, "postgresql:h:5432/db")
+    assert applying["copy"] == "postgresql:h:5432/db"
+    assert applying["applying"]["mutations"] == 2 and applying["applying"]["batches"] == 1
+    since = applying["applying"]["since"]
+    metrics.read([batch(990.0, [995.0, 996.0])])  # the same batch again (a retry)
+    assert metrics.applying is not None and metrics.applying.since == since
+    metrics.applied(1, 2, 2, state)
+    assert status_document(metrics, "PostgresTarget", 100.0)["applying"] is None
+
+
+def test_copies_are_named_by_their_target() -> None:
+    from pgshovel.replication.targets import copy_name
+    from pgshovel.replication.targets.parquet import ParquetTarget
+    from pgshovel.replication.targets.postgresql import PostgresTarget
+
+    target = PostgresTarget("host=db.example port=5433 dbname=copy user=u password=secret")
+    assert copy_name(target) == "postgresql:db.example:5433/copy"
+    assert copy_name(ParquetTarget("/data/copy")) == "parquet:/data/copy"
+    assert copy_name(object()) == "object"
