@@ -451,22 +451,33 @@ timeout_option = click.option(
     type=float,
     default=3600.0,
     show_default=True,
-    help="Seconds to wait for the worker's report (the work goes on after a timeout).",
+    help="Seconds to wait for every copy's report (the work goes on after a timeout).",
 )
 
 
-def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: float) -> Result:
+def _ask(
+    options: GlobalOptions, name: str, request: requests.Request, timeout: float
+) -> dict[str, Result]:
+    """Every running copy's answer, printed; a copy that failed or did not answer fails the
+    command (after every report is printed)."""
     with zookeeper.connect(options.zookeeper_hosts) as client:
-        submitted, result = admin_requests.ask(client, options.cluster, name, request, timeout)
-    if result is None:
+        submitted, answers = admin_requests.ask(client, options.cluster, name, request, timeout)
+    click.echo(admin_requests.render(answers))
+    silent = [copy for copy, result in answers.items() if result is None]
+    if silent:
         raise click.ClickException(
-            f"no report from the worker of set {name!r} within {timeout:g}s (request "
-            f"{submitted}); is pgshovel-replicate running? The request stays queued"
+            f"no report from the worker of {', '.join(silent)} within {timeout:g}s (request "
+            f"{submitted}); is its pgshovel-replicate still running? The request stays queued"
         )
-    click.echo(admin_requests.render(result))
-    if result.status == "failed":
-        raise click.ClickException(f"the worker refused request {submitted}: {result.message}")
-    return result
+    refused = {
+        copy: result for copy, result in answers.items() if result and result.status == "failed"
+    }
+    if refused:
+        raise click.ClickException(
+            f"request {submitted} failed: "
+            + "; ".join(f"{copy}: {result.message}" for copy, result in refused.items())
+        )
+    return {copy: result for copy, result in answers.items() if result is not None}
 
 
 @set_group.command("resnapshot")
@@ -480,11 +491,13 @@ def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: 
 def set_resnapshot(
     options: GlobalOptions, name: str, tables: tuple[str, ...], where: str, timeout: float
 ) -> None:
-    """Ask set NAME's worker to copy TABLEs (default: all) again while streaming.
+    """Ask set NAME's workers to copy TABLEs (default: all) again while streaming.
 
-    TABLE is schema.table or table (in public). The worker reads each table in
-    key-range chunks between watermarks in the stream, so the copy stays exact
-    while writes go on; the command waits for its report.
+    TABLE is schema.table or table (in public). Every copy whose worker runs
+    (each named by its target, e.g. postgresql:host:5432/db or parquet:/path)
+    reads each table in key-range chunks between watermarks in the stream, so
+    the copy stays exact while writes go on; the command waits for every
+    copy's report, and fails at once when no worker of the set runs.
     """
     names.validate_set_name(name)
     request = requests.Request("resnapshot", admin_requests.parse_tables(tables), where)
@@ -500,16 +513,18 @@ def set_resnapshot(
 def set_verify(
     options: GlobalOptions, name: str, tables: tuple[str, ...], repair: bool, timeout: float
 ) -> None:
-    """Compare set NAME's copy with the source by key-range checksums; exit 1 on a difference.
+    """Compare set NAME's copies with the source by key-range checksums; exit 1 on a difference.
 
     TABLE is schema.table or table (in public). Checksums are computed inside
     each database, range by range between watermarks in the stream, so the
-    comparison is exact while writes go on.
+    comparison is exact while writes go on. Every copy whose worker runs
+    answers under its target's name; the exit status is 1 when any copy
+    differs, and the command fails at once when no worker of the set runs.
     """
     names.validate_set_name(name)
     request = requests.Request("verify", admin_requests.parse_tables(tables), repair=repair)
-    result = _ask(options, name, request, timeout)
-    if admin_requests.differences_remain(result):
+    answers = _ask(options, name, request, timeout)
+    if any(admin_requests.differences_remain(result) for result in answers.values()):
         raise click.exceptions.Exit(1)
 
 

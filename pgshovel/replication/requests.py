@@ -5,9 +5,11 @@ second), checks them (tables of the set, a ``--where`` condition the source
 accepts and the target can evaluate), turns them into snapshot tasks stored in
 its state (a restart resumes them), and reports: ``running`` when taken, one
 table report per finished task, ``done`` when every task of the request is
-finished, ``failed`` with the reason when it cannot be done. A verify with
-repair that found differing ranges copies just those ranges again and verifies
-them again before it is done.
+finished, ``failed`` with the reason when it cannot be done, each under the
+name of its copy (``copy_name`` of the target: another worker's copy of the
+same set answers the same request on its own). A verify with repair that found
+differing ranges copies just those ranges again and verifies them again before
+it is done.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pgshovel.cluster.requests import Request, Result, TableReport
 from pgshovel.cluster.zookeeper import start_client
 from pgshovel.errors import PgshovelError
 from pgshovel.replication.incremental import new_task
+from pgshovel.replication.targets import copy_name
 from pgshovel.source import connect, translating
 from pgshovel.stream.state import Purpose, SnapshotTask, WorkerState
 
@@ -45,6 +48,8 @@ class RequestDesk:
         self.set_name = set_name
         self.source_dsn = source_dsn
         self.target = target
+        #: the name this worker answers under
+        self.copy = copy_name(target)
         self._client: KazooClient | None = None
         #: the status board's thread asks for the client too
         self._client_lock = threading.Lock()
@@ -78,15 +83,29 @@ class RequestDesk:
             return state
         origins = {task.origin for task in state.tasks}
         for name, request in found:
+            if not request.asks(self.copy):
+                continue  # asked of other copies (this one started after it was made)
             self._repair[name] = request.repair
             if name in origins:
                 continue
-            result = requests.read_result(client, self.cluster, self.set_name, name)
-            if result is not None and result.status in ("done", "failed"):
-                requests.remove_request(client, self.cluster, self.set_name, name)
+            mine = requests.read_copy_result(client, self.cluster, self.set_name, name, self.copy)
+            if requests.answered(mine):
+                self._forget_if_answered(client, name, request)
                 continue
             state = self._accept(client, name, request, state)
         return state
+
+    def _answer(self, client: KazooClient, name: str, result: Result) -> None:
+        requests.write_copy_result(client, self.cluster, self.set_name, name, self.copy, result)
+
+    def _forget_if_answered(self, client: KazooClient, name: str, request: Request) -> None:
+        """Remove the request once every copy it asks has answered (its command may be gone)."""
+        if not request.copies:
+            requests.remove_request(client, self.cluster, self.set_name, name)
+            return
+        answers = requests.read_copy_results(client, self.cluster, self.set_name, name)
+        if all(requests.answered(answers.get(copy)) for copy in request.copies):
+            requests.remove_request(client, self.cluster, self.set_name, name)
 
     def _accept(
         self, client: KazooClient, name: str, request: Request, state: WorkerState
@@ -94,10 +113,8 @@ class RequestDesk:
         problem = self._problem(request, state)
         if problem:
             logger.error("request %s refused: %s", name, problem)
-            requests.write_result(
-                client, self.cluster, self.set_name, name, Result("failed", problem)
-            )
-            requests.remove_request(client, self.cluster, self.set_name, name)
+            self._answer(client, name, Result("failed", problem))
+            self._forget_if_answered(client, name, request)
             return state
         wanted = set(request.tables) or {table.identity for table in state.tables}
         purpose: Purpose = "verify" if request.kind == "verify" else "resnapshot"
@@ -108,7 +125,7 @@ class RequestDesk:
         ]
         state = state.replace(tasks=(*state.tasks, *tasks))
         self.target.store_state(state)
-        requests.write_result(client, self.cluster, self.set_name, name, Result("running"))
+        self._answer(client, name, Result("running"))
         logger.info(
             "request %s: %s of %s",
             name,
@@ -173,15 +190,21 @@ class RequestDesk:
         remaining = [t for t in state.tasks if t.origin == task.origin and t.id != task.id]
         try:
             client = self.zookeeper()
-            current = requests.read_result(client, self.cluster, self.set_name, task.origin)
+            current = requests.read_copy_result(
+                client, self.cluster, self.set_name, task.origin, self.copy
+            )
             result = (current or Result("running")).with_table(report)
             if not remaining and not follow:
                 result = Result("done", result.message, result.tables)
-                requests.write_result(client, self.cluster, self.set_name, task.origin, result)
-                requests.remove_request(client, self.cluster, self.set_name, task.origin)
+                self._answer(client, task.origin, result)
+                request = dict(requests.pending(client, self.cluster, self.set_name)).get(
+                    task.origin
+                )
+                if request is not None:
+                    self._forget_if_answered(client, task.origin, request)
                 logger.info("request %s done", task.origin)
             else:
-                requests.write_result(client, self.cluster, self.set_name, task.origin, result)
+                self._answer(client, task.origin, result)
         except (KazooException, PgshovelError) as error:
             logger.warning("cannot report request %s to zookeeper: %s", task.origin, error)
         return follow
