@@ -9,7 +9,7 @@ when those seconds are long enough to mean something.
 from __future__ import annotations
 
 #: below this many seconds a rate says more about the clock than about the work
-MIN_RATE_SECONDS = 0.5
+MIN_RATE_SECONDS = 0.05
 
 
 def rows_of_estimate(rows: int, estimate: int) -> str:

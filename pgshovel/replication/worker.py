@@ -33,6 +33,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
+from pgshovel._numbers import rate
 from pgshovel.abc import TableLoadReport, Target
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
@@ -81,6 +82,28 @@ def end_horizon(batch: CommittedBatch) -> str:
     transaction visible in it had its events in this batch or an earlier one."""
     end = batch.begin.end
     return Snapshot.from_protobuf(end.snapshot).to_text() if end.HasField("snapshot") else ""
+
+
+def _log_applied(
+    counts: tuple[int, int, int], seconds: float, state: WorkerState, lag: float, behind: int
+) -> None:
+    """One line per micro-batch with mutations (DEBUG without): ``counts`` are its batches,
+    mutations and rows; the seconds are those of applying it (from its first part for a
+    batch in parts), the lag runs from the source commit."""
+    batches, mutations, rows = counts
+    logger.log(
+        logging.INFO if mutations else logging.DEBUG,
+        "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs of applying (%s); "
+        "offset %d, lag %.3fs from source commit, %d message(s) behind",
+        batches,
+        mutations,
+        rows,
+        seconds,
+        rate(mutations, seconds, "mutations"),
+        state.next_offset - 1,
+        lag,
+        behind,
+    )
 
 
 def _sleeper(should_stop: Callable[[], bool]) -> Callable[[float], None]:
@@ -315,6 +338,8 @@ class Worker:
         #: the changes of a batch whose parts are applied but not committed
         parts: list[BatchChanges] = []
         in_parts = 0
+        #: when the first part of the batch in parts began to be applied
+        parts_began: float | None = None
         committed = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
             if self._moved.is_set() and not parts:
@@ -323,7 +348,7 @@ class Worker:
                 )
             if micro_batch.abandon and parts:
                 state = self._abandon(parts, committed)
-                parts, in_parts = [], 0
+                parts, in_parts, parts_began = [], 0, None
             if parts and not micro_batch.batches:
                 continue  # no other duty while a batch's parts are uncommitted
             if not micro_batch.batches:
@@ -346,6 +371,7 @@ class Worker:
             )
             self._report_broken(plan, state)
             if not batches[-1].complete:
+                parts_began = parts_began or started
                 state = self._apply_part(plan, state, snapshots, parts)
                 in_parts += len(batches[-1].mutations)
                 continue
@@ -367,23 +393,19 @@ class Worker:
                 parts = []
             on_success()
             mutations = sum(len(batch.mutations) for batch in batches) + in_parts
-            in_parts = 0
+            # A batch applied in parts counts from its first part: its mutations are all of them.
+            began = parts_began or started
+            in_parts, parts_began = 0, None
             lag = metrics.applied(len(batches), mutations, rows, state)
             metrics.lag_messages = micro_batch.lag
             state = self.state = committed = self._duties(state, plan, snapshots, desk)
             metrics.state = state
             if board is not None:
                 board.publish(metrics)
-            seconds = time.monotonic() - started
-            logger.info(
-                "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs (%.0f mutations/s); "
-                "offset %d, lag %.3fs, %d message(s)",
-                len(batches),
-                mutations,
-                rows,
-                seconds,
-                mutations / seconds if seconds > 0 else 0.0,
-                state.next_offset - 1,
+            _log_applied(
+                (len(batches), mutations, rows),
+                time.monotonic() - began,
+                state,
                 lag,
                 micro_batch.lag,
             )
