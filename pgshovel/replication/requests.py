@@ -172,8 +172,10 @@ class RequestDesk:
             ranges = tuple(task.ranges[index] for index, *_ in task.differences)
             table = state.table(task.schema, task.table)
             if table is not None:
-                repair = new_task(table, "repair", origin=task.origin).plan(ranges, task.rows)
-                check = new_task(table, "verify", origin=task.origin).plan(ranges, task.rows)
+                # the share of the verified rows in those ranges (not the whole table's)
+                estimate = round(task.rows * len(ranges) / max(1, len(task.ranges)))
+                repair = new_task(table, "repair", origin=task.origin).plan(ranges, estimate)
+                check = new_task(table, "verify", origin=task.origin).plan(ranges, estimate)
                 follow = [repair, check]
                 self._repair[task.origin] = False  # the second verify reports, no second repair
         report = TableReport(

@@ -196,13 +196,13 @@ class Worker:
                 copy=copy_name(target),
             )
         )
-        if board is not None:
-            board.keep_fresh(self.metrics)
         snapshots = self._incremental(target, desk)
         try:
             if desk is not None:
                 self._watch_set(desk)
             state = target.open(self.cluster, self.set_name)
+            if board is not None:
+                board.keep_fresh(self.metrics)  # this worker holds the copy: it shows from now
             on_success()
             if state is None or state.phase == "snapshot":
                 if state is not None:
