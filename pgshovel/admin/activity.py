@@ -15,10 +15,10 @@ from typing import Any
 import psycopg2.extensions
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
-from psycopg2 import sql
 
 from pgshovel._numbers import rows_of_estimate
 from pgshovel.cluster import names
+from pgshovel.relay.queue import read_backlog
 from pgshovel.source import translating
 
 
@@ -72,51 +72,29 @@ def read_relay(client: KazooClient, cluster: str, set_name: str) -> RelayActivit
 
 
 def read_queue(conn: psycopg2.extensions.connection, queue: str) -> QueueActivity | None:
-    """None when the queue or the relay's consumer registration is missing.
-
-    The backlog is counted from the events themselves: every committed event not
-    visible in the snapshot of the tick the relay finished last is in no finished
-    batch. PgQ's own count compares event numbers, and the events of a transaction
-    in progress at a tick carry numbers from before it: during a long transaction's
-    batch it says 0. An event committed after that tick and after its own
-    transaction began, so the later of the two bounds the oldest one's age.
-    """
+    """None when the queue or the relay's consumer registration is missing; the backlog is
+    counted from the events (``pgshovel.relay.queue.read_backlog``)."""
     with translating(f"reading the state of queue {queue!r}"):
         with conn.cursor() as cursor:
             cursor.execute(
                 "SELECT c.pending_events, extract(epoch FROM c.lag), "
-                "extract(epoch FROM c.last_seen), q.ev_new, t.tick_snapshot::text, "
-                "t.tick_time, p.queue_data_pfx "
-                "FROM pgq.get_consumer_info(%s, %s) c, pgq.get_queue_info(%s) q, "
-                "pgq.queue p, pgq.tick t "
-                "WHERE p.queue_name = q.queue_name AND t.tick_queue = p.queue_id "
-                "AND t.tick_id = c.last_tick",
+                "extract(epoch FROM c.last_seen), q.ev_new "
+                "FROM pgq.get_consumer_info(%s, %s) c, pgq.get_queue_info(%s) q",
                 (queue, names.CONSUMER, queue),
             )
             row = cursor.fetchone()
-            unpublished: int | None = None
-            oldest: float | None = None
-            if row is not None:
-                snapshot, tick_time, events = row[4:]
-                schema, _, table = str(events).partition(".")
-                cursor.execute(
-                    sql.SQL(
-                        "SELECT count(*), extract(epoch FROM now() - greatest(min(e.ev_time), %s))"
-                        " FROM {} e WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
-                        " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot)"
-                    ).format(sql.Identifier(schema, table)),
-                    (tick_time, snapshot, snapshot),
-                )
-                counted = cursor.fetchone()
-                if counted is not None:
-                    unpublished = int(counted[0])
-                    oldest = None if counted[1] is None else max(0.0, float(counted[1]))
+            backlog = None if row is None else read_backlog(cursor, queue)
         conn.rollback()
     if row is None:
         return None
-    pending, lag, seen, new = row[:4]
+    pending, lag, seen, new = row
     return QueueActivity(
-        int(pending or 0), int(new or 0), float(lag or 0), float(seen or 0), unpublished, oldest
+        int(pending or 0),
+        int(new or 0),
+        float(lag or 0),
+        float(seen or 0),
+        None if backlog is None else backlog.events,
+        None if backlog is None else backlog.oldest_seconds,
     )
 
 

@@ -14,9 +14,11 @@ it was and nothing pending (its start tick may be a minute old: PgQ's idle ticks
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pgshovel.metrics import Delivery, Series
+from pgshovel.metrics import Delivery, Readiness, Series
 
 
 @dataclass
@@ -30,6 +32,12 @@ class RelayMetrics(Delivery):
     last_tick: float = field(default_factory=time.time)
     epoch: int = 0
     leader: bool = False
+    #: mutations published per (schema, table)
+    tables: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: reads the queue's backlog when scraped (NaN when it cannot); None: not served
+    backlog: Callable[[], float] | None = None
+    #: a batch is being published (a long one is no sign of a stuck relay)
+    publishing: bool = False
 
     def taken(self, start_tick_seconds: float) -> None:
         """A batch was taken; its changes committed after its start tick."""
@@ -49,10 +57,29 @@ class RelayMetrics(Delivery):
         self.pending_since = None
         return 0.0
 
+    def readiness(self) -> Readiness:
+        """Ready while leading, with the last step through (see ``Delivery.step_readiness``)."""
+        if not self.leader:
+            return False, "not leading (standing by)"
+        return self.step_readiness(True, self.publishing)
+
     def series(self) -> list[Series]:
         return [
             Series("batches_total", "counter", "Batches published and finished.", self._batches),
             Series("events_total", "counter", "Mutations published.", self._events),
+            Series(
+                "table_mutations_total",
+                "counter",
+                "Mutations published, per table.",
+                self._tables,
+                ("schema", "table"),
+            ),
+            Series(
+                "backlog_events",
+                "gauge",
+                "Committed events in the queue no finished batch holds (counted when scraped).",
+                self._backlog,
+            ),
             Series("bytes_total", "counter", "Bytes published to Kafka.", self._bytes),
             Series("rollbacks_total", "counter", "Rollback messages published.", self._rollbacks),
             *self.delivery_series(
@@ -72,6 +99,12 @@ class RelayMetrics(Delivery):
 
     def _batches(self) -> float:
         return self.batches
+
+    def _tables(self) -> list[tuple[tuple[str, ...], float]]:
+        return [(key, float(count)) for key, count in sorted(self.tables.items())]
+
+    def _backlog(self) -> float:
+        return float("nan") if self.backlog is None else self.backlog()
 
     def _events(self) -> float:
         return self.events

@@ -18,7 +18,10 @@ Transaction discipline (why each step commits where it does):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import psycopg2
 import psycopg2.extensions
@@ -26,11 +29,98 @@ from psycopg2 import sql
 
 from pgshovel.abc import BatchInfo, EventRow, TickInfo
 from pgshovel.cluster import names
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import ConfigurationError, PgshovelError
 from pgshovel.source import connect, translating
 
 CONSUMER = names.CONSUMER
 APPLICATION_NAME = "pgshovel-relay"
+#: how long a scrape may wait for the backlog (connecting, then counting)
+BACKLOG_SECONDS = 3
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What waits in a queue for the relay: committed events no finished batch holds."""
+
+    events: int
+    #: an upper bound of the oldest one's age (seconds); None when there is none
+    oldest_seconds: float | None
+
+
+def read_backlog(cursor: psycopg2.extensions.cursor, queue: str) -> Backlog | None:
+    """The relay's backlog in ``queue``, counted from the events (None: no consumer).
+
+    Every committed event not visible in the snapshot of the tick the relay
+    finished last is in no finished batch (those of the batch being published,
+    and of transactions in progress at that tick, included). PgQ's own count
+    compares event numbers, and the events of a transaction in progress at a
+    tick carry numbers from before it: during a long transaction's batch it says
+    0. An event committed after that tick and after its own transaction began,
+    so the later of the two bounds the oldest one's age. Only transactions from
+    the snapshot's xmin on are read (an index range of each event table).
+    """
+    cursor.execute(
+        "SELECT t.tick_snapshot::text, t.tick_time, p.queue_data_pfx"
+        " FROM pgq.get_consumer_info(%s, %s) c"
+        " JOIN pgq.queue p ON p.queue_name = c.queue_name"
+        " JOIN pgq.tick t ON t.tick_queue = p.queue_id AND t.tick_id = c.last_tick",
+        (queue, CONSUMER),
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    snapshot, tick_time, events = row
+    schema, _, table = str(events).partition(".")
+    cursor.execute(
+        sql.SQL(
+            "SELECT count(*), extract(epoch FROM now() - greatest(min(e.ev_time), %s))"
+            " FROM {} e WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
+            " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot)"
+        ).format(sql.Identifier(schema, table)),
+        (tick_time, snapshot, snapshot),
+    )
+    counted = cursor.fetchone()
+    if counted is None or not counted[0]:
+        return Backlog(0, None)
+    return Backlog(int(counted[0]), None if counted[1] is None else max(0.0, float(counted[1])))
+
+
+class BacklogGauge:
+    """Reads a queue's backlog for the metrics endpoint's thread, on its own connection
+    (opened on first use, again after a failure), within a few seconds or NaN."""
+
+    def __init__(self, dsn: Callable[[], str], queue: str) -> None:
+        self._dsn = dsn
+        self.queue = queue
+        self._connection: psycopg2.extensions.connection | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = connect(
+                        self._dsn(),
+                        application_name(self.queue),
+                        autocommit=True,
+                        connect_timeout=BACKLOG_SECONDS,
+                    )
+                    with self._connection.cursor() as cursor:
+                        cursor.execute("SET statement_timeout = %s", (f"{BACKLOG_SECONDS}s",))
+                with self._connection.cursor() as cursor:
+                    backlog = read_backlog(cursor, self.queue)
+            except (PgshovelError, psycopg2.Error) as error:
+                logger.debug("cannot count the backlog of %r: %s", self.queue, error)
+                self.close()
+                return float("nan")
+        return float("nan") if backlog is None else float(backlog.events)
+
+    def close(self) -> None:
+        if self._connection is not None and not self._connection.closed:
+            self._connection.close()
+        self._connection = None
 
 
 def application_name(queue: str) -> str:

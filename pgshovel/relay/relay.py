@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ from pgshovel.errors import BrokerUnavailable, LeadershipLost, PgshovelError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.stream.handoff import parse_txid_snapshot
+from pgshovel.stream.operations import EVENT_TYPES
 from pgshovel.stream.publisher import Publisher
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,8 @@ class BatchPublisher:
         started = time.monotonic()
         start_tick = batch.start.timestamp / 1e6
         metrics = self.metrics
+        metrics.publishing = True
+        tables: Counter[tuple[str, str]] = Counter()
         # A batch that cannot hold an event (the queue's sequence did not move between its
         # ticks) leaves the lag alone: its start tick may be old, nothing of it is pending.
         may_hold = batch.start.event_seq is None or batch.start.event_seq != batch.end.event_seq
@@ -145,6 +149,7 @@ class BatchPublisher:
                 if chunk_oldest < oldest_event:
                     oldest_event = chunk_oldest
                     metrics.refine(oldest_event, start_tick)
+                tables.update((row[5], row[6]) for row in chunk if row[3] in EVENT_TYPES)
                 append = messages.append
                 for row in chunk:
                     message = new_message()
@@ -173,6 +178,7 @@ class BatchPublisher:
             self.writer.flush()
             sending += clock() - fetched
         except BaseException as error:
+            metrics.publishing = False
             self.queue.abandon()
             # Messages built but never handed to the writer did not reach Kafka.
             unpushed = messages[0].header.sequence if messages else publisher.next_sequence
@@ -187,6 +193,8 @@ class BatchPublisher:
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent
+        metrics.tables.update(tables)
+        metrics.publishing = False
         logger.info(
             "batch %d: %d events, %d bytes, %.3fs, lag %.3fs (reading %.3fs, decoding %.3fs, "
             "kafka %.3fs)",

@@ -38,11 +38,16 @@ from pgshovel.relay.election import Leadership
 from pgshovel.relay.events import EventDecoder
 from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primary
 from pgshovel.relay.metrics import RelayMetrics
-from pgshovel.relay.queue import PgqQueue
+from pgshovel.relay.queue import BacklogGauge, PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
 from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
+
+
+def _succeeded(metrics: RelayMetrics, policy: ErrorPolicy) -> None:
+    metrics.succeeded()
+    policy.succeeded()
 
 
 def new_identifier() -> str:
@@ -81,20 +86,30 @@ class Relay:
         writer.bind(names.topic_name(self.cluster, self.set_name))
         zookeeper = start_client(self.zookeeper_hosts)
         server: MetricsEndpoint | None = None
+        backlog: BacklogGauge | None = None
         try:
             configuration, state = self._watch_set(zookeeper)
             if self.configuration.metrics_port is not None:
+                secret = self.configuration.source_connection.get_secret_value()
+                backlog = BacklogGauge(
+                    lambda: source_dsn(state.dsn, secret),
+                    names.queue_name(self.cluster, self.set_name),
+                )
+                self.metrics.backlog = backlog
                 server = serve(
                     "pgshovel_relay",
                     (self.cluster, self.set_name),
                     self.metrics.series(),
                     self.configuration.metrics_host,
                     self.configuration.metrics_port,
+                    readiness=self.metrics.readiness,
                 )
             self._serve(zookeeper, writer, configuration, state)
         finally:
             if server is not None:
                 server.close()
+            if backlog is not None:
+                backlog.close()
             writer.close()
             zookeeper.stop()
             zookeeper.close()
@@ -225,13 +240,13 @@ class Relay:
                     self.stop,
                     leadership.lost,
                     settings.poll_interval,
-                    policy.succeeded,
+                    functools.partial(_succeeded, self.metrics, policy),
                     functools.partial(gate.wait, queue.connection, self.stop),
                 )
             except LeadershipLost:
                 return
             except PgshovelError as error:
-                self.metrics.errors += 1
+                self.metrics.failed()
                 policy.failed(error)
             finally:
                 queue.close()

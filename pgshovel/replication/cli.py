@@ -17,6 +17,7 @@ from pgshovel.metrics import serve
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.config import load_configuration
 from pgshovel.replication.spark import require_spark, spark_session
+from pgshovel.replication.targets import copy_name
 from pgshovel.replication.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
                 worker.metrics.series(),
                 replication.metrics_host,
                 replication.metrics_port,
+                constant={"target": copy_name(replication.target)},
+                readiness=worker.metrics.readiness,
             )
         worker.run(stop)
     finally:

@@ -14,10 +14,11 @@ commit to target commit.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pgshovel.metrics import Delivery, Series
+from pgshovel.metrics import Delivery, Readiness, Series
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.state import WorkerState
 
@@ -62,12 +63,16 @@ class WorkerMetrics(Delivery):
     state: WorkerState | None = None
     #: what is being applied now (None between micro-batches)
     applying: Applying | None = None
+    #: mutations applied per (schema, table), and those read but not committed yet
+    tables: Counter[tuple[str, str]] = field(default_factory=Counter)
+    reading: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def read(self, batches: Sequence[CommittedBatch]) -> None:
         """A micro-batch was read; a retry of the same changes keeps the older times."""
         oldest = oldest_change_seconds(batches)
         if oldest is not None and (self.pending_since is None or oldest < self.pending_since):
             self.pending_since = oldest
+        self.reading.update((m.schema, m.table) for batch in batches for m in batch.mutations)
         if batches:
             first = batches[0].batch_id
             again = self.applying is not None and self.applying.batch_id == first
@@ -86,11 +91,25 @@ class WorkerMetrics(Delivery):
         self.rows += rows
         self.state = state
         self.applying = None
+        self.tables.update(self.reading)
+        self.reading.clear()
         if state.position is not None:
             self.offset = state.position.offset
         if self.pending_since is None:
             return 0.0  # no mutation: the last micro-batch's lag stays
         return self.delivered()
+
+    def discarded(self) -> None:
+        """What was read is not applied (a failure, a batch whose parts are abandoned): it
+        will be read again."""
+        self.applying = None
+        self.reading.clear()
+
+    def readiness(self) -> Readiness:
+        """Ready while streaming, with the last step through (see ``step_readiness``)."""
+        if not self.streaming:
+            return False, "not streaming (loading the snapshot, or starting)"
+        return self.step_readiness(True, self.applying is not None)
 
     def idle(self, state: WorkerState, lag_messages: int) -> None:
         """Nothing to read: everything the stream held is applied."""
@@ -104,6 +123,19 @@ class WorkerMetrics(Delivery):
             Series("micro_batches_total", "counter", "Micro-batches applied.", self._micro),
             Series("batches_total", "counter", "Source batches applied.", self._batches),
             Series("mutations_total", "counter", "Mutations applied.", self._mutations),
+            Series(
+                "table_mutations_total",
+                "counter",
+                "Mutations applied, per table.",
+                self._tables,
+                ("schema", "table"),
+            ),
+            Series(
+                "backlog_messages",
+                "gauge",
+                "Messages between the worker's position and the stream's end, as last read.",
+                self._lag_messages,
+            ),
             Series("rows_total", "counter", "Target rows written.", self._rows),
             *self.delivery_series(
                 "apply_lag_seconds",
@@ -114,7 +146,7 @@ class WorkerMetrics(Delivery):
             Series(
                 "lag_messages",
                 "gauge",
-                "Messages between the stream's end and the worker's position.",
+                "The same as backlog_messages (kept for existing dashboards).",
                 self._lag_messages,
             ),
             Series("streaming", "gauge", "1 once the snapshot is loaded.", self._streaming),
@@ -152,6 +184,9 @@ class WorkerMetrics(Delivery):
 
     def _rows(self) -> float:
         return self.rows
+
+    def _tables(self) -> list[tuple[tuple[str, ...], float]]:
+        return [(key, float(count)) for key, count in sorted(self.tables.items())]
 
     def _offset(self) -> float:
         return self.offset

@@ -158,13 +158,20 @@ class Worker:
         policy = ErrorPolicy("exit", _sleeper(should_stop), logger)
         while True:
             try:
-                return self._run(should_stop, policy.succeeded)
+                return self._run(should_stop, self._succeeded(policy))
             except PgshovelError as error:
-                self.metrics.errors += 1
-                self.metrics.applying = None
+                self.metrics.failed()
+                self.metrics.discarded()
                 policy.failed(error)
                 if should_stop():
                     return self.state
+
+    def _succeeded(self, policy: ErrorPolicy) -> Callable[[], None]:
+        def succeeded() -> None:
+            self.metrics.succeeded()
+            policy.succeeded()
+
+        return succeeded
 
     def _run(
         self, should_stop: Callable[[], bool], on_success: Callable[[], None]
@@ -360,8 +367,8 @@ class Worker:
                 on_success()
                 continue
             started = time.monotonic()
-            metrics.read(micro_batch.batches)
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
+            metrics.read(batches)
             plan = plan_micro_batch(
                 batches,
                 state.tables,
@@ -421,6 +428,7 @@ class Worker:
     def _abandon(self, parts: list[BatchChanges], committed: WorkerState) -> WorkerState:
         """The batch whose parts were applied rolled back: discard them, back to ``committed``."""
         self.configuration.target.abandon()
+        self.metrics.discarded()
         logger.warning(
             "batch %d ended without commit after %d part(s) of it were applied uncommitted "
             "(a relay stopped mid-batch and sends it again): they are discarded",

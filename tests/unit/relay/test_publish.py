@@ -180,6 +180,13 @@ def test_decoding_in_place_publishes_the_same_stream_as_framing_copies() -> None
     assert {m.operation.batch.id for m in in_place.stream} == {7}
 
 
+def test_mutations_are_counted_per_table_once_the_batch_is_finished() -> None:
+    publisher = _publisher(Queue([[_row(1), _row(2)], [_row(3)]]), Writer(), Catalog())
+    publisher.publish(_batch(7))
+    assert publisher.metrics.tables == {("public", "orders"): 3}
+    assert not publisher.metrics.publishing
+
+
 def test_a_row_failing_to_decode_after_a_push_is_rolled_back_without_a_gap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -127,3 +127,28 @@ def test_copies_are_named_by_their_target() -> None:
     assert copy_name(target) == "postgresql:db.example:5433/copy"
     assert copy_name(ParquetTarget("/data/copy")) == "parquet:/data/copy"
     assert copy_name(object()) == "object"
+
+
+def test_the_target_labels_every_series_and_tables_count_applied_mutations() -> None:
+    metrics = WorkerMetrics(streaming=True)
+    state = WorkerState("streaming", "1:1:", 0)
+    read = batch(990.0, [995.0, 996.0])
+    metrics.read([read])
+    assert not metrics.tables, "read, not applied"
+    metrics.discarded()  # the target failed: read again later
+    metrics.read([read])
+    metrics.applied(1, 2, 2, state)
+    text = exposition(
+        "pgshovel_worker",
+        ("main", "orders"),
+        metrics.series(),
+        {"target": "postgresql:h:5432/copy"},
+    )
+    labels = 'cluster="main",set="orders",target="postgresql:h:5432/copy"'
+    assert f"pgshovel_worker_mutations_total{{{labels}}} 2.0" in text
+    assert f"pgshovel_worker_backlog_messages{{{labels}}} 0.0" in text
+    tables = 'cluster="main",schema="",set="orders",table="",target="postgresql:h:5432/copy"'
+    assert f"pgshovel_worker_table_mutations_total{{{tables}}} 2.0" in text
+    metrics.succeeded()
+    assert metrics.readiness() == (True, "ready")
+    assert WorkerMetrics().readiness()[0] is False
