@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import socket
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -45,6 +46,14 @@ def scrape(port: int, name: str, cluster: str) -> float:
     match = re.search(rf"^pgshovel_relay_{name}\{{{re.escape(labels)}\}} (\S+)$", body, re.M)
     assert match is not None, f"no {name} series labelled {labels} in:\n{body}"
     return float(match.group(1))
+
+
+def probe(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
 
 
 def sparse_transaction(dsn: str, key: int) -> None:
@@ -110,12 +119,18 @@ def test_lag_counts_from_the_oldest_unpublished_change(
         later = lag
         assert scrape(port, "errors_total", cluster_name) >= 1
         assert scrape(port, "leader", cluster_name) == 1.0
+        assert scrape(port, "backlog_events", cluster_name) == 100.0, "the stuck batch's events"
+        status, why = probe(port, "/readyz")
+        assert status == 503 and why.startswith("the last step failed"), (status, why)
 
         start_kafka(sandbox)
         kafka_stopped = False
         wait_for(lambda: queue_drained(database, cluster_name), 90, "recovery", second.output)
         assert scrape(port, "lag_seconds", cluster_name) == 0.0
         assert scrape(port, "batch_lag_seconds", cluster_name) >= later
+        assert scrape(port, "backlog_events", cluster_name) == 0.0
+        assert probe(port, "/readyz") == (200, "ready\n")
+        assert probe(port, "/healthz") == (200, "ok\n")
     finally:
         if kafka_stopped and not _kafka_running(sandbox):
             start_kafka(sandbox)
