@@ -40,7 +40,10 @@ setup(
     packages=[*find_packages(include=["pgshovel", "pgshovel.*"]), "pgshovel._sql"],
     # The SQL lives at the top level (sql/) and ships as the package pgshovel._sql.
     package_dir={"pgshovel._sql": "sql"},
-    package_data={"pgshovel": ["py.typed", "protocol/*.pyi"], "pgshovel._sql": ["*.sql"]},
+    package_data={
+        "pgshovel": ["py.typed", "protocol/*.pyi", "replication/*.properties"],
+        "pgshovel._sql": ["*.sql"],
+    },
     install_requires=[
         "psycopg2>=2.9,<3",
         "kazoo>=2.9,<3",

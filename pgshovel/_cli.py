@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
+from pgshovel import _kafka_log
 from pgshovel.errors import PgshovelError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +46,8 @@ class GlobalOptions:
     cluster: str
     zookeeper_hosts: str
     debug: bool
+    #: long-running processes: every detail (empty batches, each librdkafka warning, Spark's)
+    verbose: bool = False
 
 
 def global_options(command: F) -> F:
@@ -95,6 +98,12 @@ def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
             "configuration", type=click.Path(exists=True, dir_okay=False, path_type=Path)
         )
         @click.argument("set_name", metavar="SET")
+        @click.option(
+            "--verbose",
+            is_flag=True,
+            help="Log every detail: DEBUG lines (batches without events), each librdkafka "
+            "warning, Spark's warnings and startup lines. Env: PGSHOVEL_VERBOSE.",
+        )
         def command(
             cluster: str,
             zookeeper_hosts: str,
@@ -102,8 +111,11 @@ def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
             debug: bool,
             configuration: Path,
             set_name: str,
+            verbose: bool,
         ) -> None:
-            options = make_global_options(cluster, zookeeper_hosts, log_level, debug)
+            options = make_global_options(
+                cluster, zookeeper_hosts, "DEBUG" if verbose else log_level, debug, verbose
+            )
             body(options, configuration, set_name)
 
         return command
@@ -112,11 +124,14 @@ def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
 
 
 def make_global_options(
-    cluster: str, zookeeper_hosts: str, log_level: str, debug: bool
+    cluster: str, zookeeper_hosts: str, log_level: str, debug: bool, verbose: bool = False
 ) -> GlobalOptions:
     """Install logging for a command and return its global options."""
     configure_logging(log_level)
-    return GlobalOptions(cluster=cluster, zookeeper_hosts=zookeeper_hosts, debug=debug)
+    _kafka_log.verbose(verbose)
+    return GlobalOptions(
+        cluster=cluster, zookeeper_hosts=zookeeper_hosts, debug=debug, verbose=verbose
+    )
 
 
 def configure_logging(level: str) -> None:

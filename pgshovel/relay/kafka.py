@@ -39,6 +39,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from pgshovel._kafka_log import kafka_logger
 from pgshovel._kafka_properties import client_properties
 from pgshovel.cluster import names
 from pgshovel.errors import BrokerUnavailable, ConfigurationError, ProgrammingError
@@ -210,7 +211,7 @@ class KafkaWriter:
 
     def _ensure_producer(self) -> Producer:
         if self._producer is None:
-            producer = Producer(self._settings, logger=logger)
+            producer = Producer(self._settings, logger=kafka_logger(__name__))
             if self.set_topic and self.topic is not None:
                 count = topic_partitions(producer, self.topic, self.flush_timeout)
                 if count != 1:
@@ -382,7 +383,8 @@ class KafkaWriter:
             )
             return
         admin = AdminClient(
-            {"bootstrap.servers": self._bootstrap_servers, **client_properties(self._properties)}
+            {"bootstrap.servers": self._bootstrap_servers, **client_properties(self._properties)},
+            logger=kafka_logger(__name__),
         )
         new = NewTopic(
             topic,

@@ -195,7 +195,8 @@ class BatchPublisher:
         metrics.bytes += sent
         metrics.tables.update(tables)
         metrics.publishing = False
-        logger.info(
+        logger.log(
+            logging.INFO if count else logging.DEBUG,  # an idle tick's batch is no news
             "batch %d: %d events, %d bytes, %.3fs, lag %.3fs (reading %.3fs, decoding %.3fs, "
             "kafka %.3fs)",
             batch.id,

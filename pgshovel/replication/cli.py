@@ -8,6 +8,7 @@ second SIGINT exits at once (see ``pgshovel._signals``).
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from pgshovel._cli import GlobalOptions, process_command, run
@@ -40,7 +41,10 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     stop = StopRequest()
     stop.install()
     endpoint = None
-    spark = spark_session(replication.spark)
+    logger.info("starting Spark (master %s)…", replication.spark.master)
+    began = time.monotonic()
+    spark = spark_session(replication.spark, verbose=options.verbose)
+    logger.info("Spark ready in %.1fs", time.monotonic() - began)
     try:
         worker = Worker(
             options.cluster,
