@@ -2,8 +2,11 @@
 
 ``pip install pgshovel`` brings the admin, relay and sandbox commands; the
 replication worker (``pgshovel-replicate``) needs the ``spark`` extra
-(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas). ``dev``
-is everything, for working on pgshovel (``make setup``).
+(``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas); copies in
+Delta Lake and Iceberg add the ``tables`` extra (delta-rs, no JVM; pyiceberg
+with its SQL catalog on SQLite or any SQLAlchemy URL: ``pgshovel[spark,tables]``).
+The web console (``pgshovel-admin serve``) needs the ``console`` extra (Starlette,
+uvicorn, Jinja2). ``dev`` is everything, for working on pgshovel (``make setup``).
 """
 
 import re
@@ -29,6 +32,15 @@ SPARK = [
     "pandas>=2,<3",
 ]
 
+# The table formats (pgshovel/replication/tables), added to the worker's extra. One extra
+# for both: the library shares its commit, recovery and maintenance code between them.
+# pyiceberg is pinned to a minor version: the commit path uses its file-level API.
+TABLES = ["deltalake>=1.2,<2", "pyiceberg[pyarrow,sql-sqlite]>=0.12,<0.13"]
+
+# The web console (pgshovel/console): an ASGI app served by uvicorn, pages from Jinja2
+# templates; its charts are SVG drawn by pgshovel itself (nothing fetched at run time).
+CONSOLE = ["starlette>=0.37,<2", "uvicorn>=0.29", "jinja2>=3.1,<4"]
+
 setup(
     name="pgshovel",
     version=VERSION,
@@ -41,7 +53,12 @@ setup(
     # The SQL lives at the top level (sql/) and ships as the package pgshovel._sql.
     package_dir={"pgshovel._sql": "sql"},
     package_data={
-        "pgshovel": ["py.typed", "protocol/*.pyi", "replication/*.properties"],
+        "pgshovel": [
+            "py.typed",
+            "protocol/*.pyi",
+            "console/templates/*.html",
+            "replication/*.properties",
+        ],
         "pgshovel._sql": ["*.sql"],
     },
     install_requires=[
@@ -65,8 +82,14 @@ setup(
     ],
     extras_require={
         "spark": SPARK,
+        "tables": TABLES,
+        "console": CONSOLE,
         "dev": [
             *SPARK,
+            *TABLES,
+            *CONSOLE,
+            # An independent reader of the Delta and Iceberg copies in tests (own Rust reader).
+            "polars>=1.20",
             "pytest>=8",
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",

@@ -30,7 +30,7 @@ from bench import _proc, _relaylog, _schema, _stack
 from bench._modes import Settings
 from bench._report import Figure, Goal
 from bench._stats import per_million, schedule
-from pgshovel.relay.kafka import producer_settings
+from pgshovel.relay.producer import producer_settings
 from pgshovel.sandbox import SandboxConnection
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,9 @@
 
 The relay reads a set's PgQ queue through a ``QueueReader``, turns each event
 into a protocol mutation with an ``EventDecoder`` and publishes through a
-``StreamWriter``. The replication worker reads the published ``Stream``, loads a
+``StreamWriter``; the Kafka writer's outputs (``Output``: the set topic, the table
+topics) share one ``RecordProducer`` and read topics back with a
+``TopicReader``. The replication worker reads the published ``Stream``, loads a
 consistent snapshot with a ``Loader`` into a ``Target``'s ``SnapshotSink``, and
 applies the stream to the ``Target``. Components named in YAML (``path:
 module:Name`` plus ``configuration:``) are checked against their contract by
@@ -37,7 +39,9 @@ __all__ = [
     "EventRow",
     "Loader",
     "MicroBatch",
+    "Output",
     "QueueReader",
+    "RecordProducer",
     "SnapshotSink",
     "SourceReader",
     "Stream",
@@ -45,6 +49,7 @@ __all__ = [
     "TableLoadReport",
     "Target",
     "TickInfo",
+    "TopicReader",
 ]
 
 # -- the relay ------------------------------------------------------------------
@@ -210,6 +215,109 @@ class SourceReader(Protocol):
         ...
 
 
+# -- the relay's outputs ----------------------------------------------------------
+
+
+@runtime_checkable
+class RecordProducer(Protocol):
+    """The relay's one Kafka producer as its outputs see it.
+
+    Every output produces through the same producer, in the order it is called,
+    so one ``flush`` acknowledges what all of them produced. ``produce`` and
+    ``produce_values`` queue asynchronously; a message larger than the producer
+    may send raises ``MessageTooLarge`` before anything of the call is queued
+    (for ``produce_values``: before the first value), so Kafka holds exactly what
+    was produced before it. ``BrokerUnavailable`` (or a ``MessageTooLarge`` with
+    ``dropped``) means the producer dropped everything it still held.
+    """
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None = None) -> int:
+        """Queue one message (``value`` None: a tombstone); return its size in bytes."""
+        ...
+
+    def produce_values(self, topic: str, values: Sequence[bytes]) -> int:
+        """Queue keyless ``values`` in order, all or none; return their size in bytes."""
+        ...
+
+    def flush(self) -> None:
+        """Wait until everything produced so far is acknowledged, or raise."""
+        ...
+
+    def ensure_topic(
+        self,
+        topic: str,
+        *,
+        cleanup_policy: str,
+        partitions: int,
+        replication_factor: int,
+        create: bool = True,
+    ) -> None:
+        """Create ``topic`` if it is missing (and ``create``); else the broker auto-creates it."""
+        ...
+
+
+@runtime_checkable
+class TopicReader(Protocol):
+    """Reads topics back (the table topics' TRUNCATE and snapshots)."""
+
+    def live_keys(self, topic: str) -> dict[bytes, bytes]:
+        """The last value of every key of the compacted ``topic`` (tombstones removed)."""
+        ...
+
+    def holds_messages(self, topic: str) -> bool:
+        """Whether ``topic`` exists and holds a message."""
+        ...
+
+
+@runtime_checkable
+class Output(Protocol):
+    """One form in which the relay publishes a set's stream (the set topic, the table topics).
+
+    A writer holds a list of outputs sharing one ``RecordProducer``; it hands each
+    of them every message it is pushed, in order. Order of effects for a batch:
+
+    1. ``push`` with the batch's messages in order (Begin first, Commit or Rollback
+       last, possibly over several calls): the output produces what it makes of them;
+    2. the producer's ``flush``: every output's messages are acknowledged together;
+    3. ``acknowledged``: the output may produce records vouching for what was just
+       acknowledged (table-topic snapshot progress), flushed before the relay calls
+       ``pgq.finish_batch``.
+
+    A data error in ``push`` leaves the output's earlier messages of the push
+    queued; the set topic's output produces nothing of a push that fails. After any
+    failure of the producer every output's ``abandon`` is called: it forgets what it
+    had in flight (the batch is framed again). ``attach_source`` runs before the
+    first batch and on every reconnect with the set's current configuration.
+    """
+
+    def attach_source(
+        self, dsn: str, configuration: configuration_pb2.ReplicationSetConfiguration
+    ) -> None:
+        """The source the relay reads (the relay's own login) and the set as it is now."""
+        ...
+
+    def push(self, messages: Sequence[stream_pb2.Message]) -> int:
+        """Produce what this output makes of ``messages``; return the bytes produced."""
+        ...
+
+    def acknowledged(self) -> int:
+        """Everything produced so far is acknowledged: produce what vouches for it; return the
+        bytes produced."""
+        ...
+
+    def abandon(self) -> None:
+        """The producer dropped what it held: forget what is in flight."""
+        ...
+
+    def describe(self, topic: str, key: bytes | None, value: bytes | None) -> str | None:
+        """Name the table and key of a message this output produced (None: not one of its)."""
+        ...
+
+    def close(self) -> None:
+        """Stop what runs in the background; the producer is closed by the writer."""
+        ...
+
+
 # -- the replication worker -------------------------------------------------------
 
 CopyOut = Callable[[IO[bytes]], None]
@@ -261,8 +369,13 @@ class ChunkSink(Protocol):
     """Where an incremental snapshot's chunk readers stage what they read, before the high
     watermark (must pickle: it may travel into Spark tasks)."""
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
-        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many."""
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
+        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many.
+        With ``selected`` (a filtered chunk) each row has one more column, whether the
+        source's filter selected it (the others hold only their key); then return how many
+        were selected."""
         ...
 
     def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
@@ -409,15 +522,32 @@ class Target(Protocol):
         """Where chunk readers stage rows and checksums."""
         ...
 
-    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+    def merge_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        state: WorkerState,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> int:
         """Make the chunk's range of the copy hold exactly the staged rows, except the rows
         whose keys are in ``changed`` (the stream brought their state), and store ``state``,
-        atomically; return the rows written. The staged data is dropped."""
+        atomically; return the rows written. An unkeyed table's chunk (the whole table)
+        gets the staged rows, then ``replay`` applied in order: the table's mutations the
+        read did not see. The staged data is dropped."""
         ...
 
-    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+    def compare_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> Comparison:
         """Compare the chunk's range of the copy with the staged source checksums, leaving
-        out the buckets of the keys in ``changed``. The staged data is dropped."""
+        out the buckets of the keys in ``changed``; an unkeyed table's copy is compared as
+        it was before ``replay`` (the mutations the source's read did not see). The staged
+        data is dropped."""
         ...
 
     def store_state(self, state: WorkerState) -> None:

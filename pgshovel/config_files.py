@@ -1,9 +1,12 @@
 """Read YAML configuration files safely, expanding ``${VAR}`` and ``${VAR:-default}``.
 
 The file must be UTF-8 (anything else is refused with the offset of the first
-bad byte) and may not repeat a key in one mapping (YAML would silently keep the
-last one). Expansion happens in string scalars after parsing (never in keys),
-so a value from the environment can't change the document's structure; the
+bad byte), may not repeat a key in one mapping (YAML would silently keep the
+last one) and may not expand, through anchors and aliases (``&a`` ... ``*a``),
+beyond ``MAX_VALUES`` values or into itself: a kilobyte of nested aliases
+would otherwise build 10^8 objects and hang the process for minutes.
+Expansion happens in string scalars after parsing (never in keys), so a value
+from the environment can't change the document's structure; the
 typed models that validate the document then read numbers and booleans from
 such strings (``metrics_port: ${PORT:-9188}``). A reference to an unset
 variable without a default is an error naming the file and the variable.
@@ -22,6 +25,11 @@ import yaml
 from pgshovel.errors import ConfigurationError
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+#: The most values (scalars, sequences, mappings, aliases counted as what they stand for) a
+#: configuration document may expand to: far above any real set file or process
+#: configuration, far below what takes a noticeable time to build.
+MAX_VALUES = 1_000_000
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -89,13 +97,68 @@ def read_text(path: Path) -> str:
         ) from error
 
 
-def parse_yaml(text: str, source: str, environ: Mapping[str, str] | None = None) -> Any:
-    """Parse YAML text with the safe loader (no repeated keys) and expand references."""
+def _expanded_size(root: yaml.Node, source: str) -> int:
+    """How many values ``root`` stands for once every alias is replaced by its node.
+
+    An alias is the very node object its anchor names, so each distinct node is sized
+    once (linear in the text, whatever it expands to).
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_nodes:
+            raise ConfigurationError(
+                f"{source}: an alias (*name) refers to a node that contains it (line "
+                f"{node.start_mark.line + 1}): a configuration cannot contain itself"
+            )
+        open_nodes.add(id(node))
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(key) + size(value) for key, value in node.value)
+        open_nodes.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
+def _compose(text: str, source: str) -> Any:
+    """The document of ``text``, refused before it is built when it expands too far."""
+    loader = _UniqueKeyLoader(text)
     try:
-        document = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        values = _expanded_size(node, source)
+        if values > MAX_VALUES:
+            raise ConfigurationError(
+                f"{source}: the document expands to {values:,} values through its anchors and "
+                f"aliases (&name, *name), more than the {MAX_VALUES:,} a configuration may "
+                "hold; write the repeated parts out, or fewer of them"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def parse_yaml(text: str, source: str, environ: Mapping[str, str] | None = None) -> Any:
+    """Parse YAML text with the safe loader (no repeated keys, bounded expansion) and expand
+    references."""
+    try:
+        document = _compose(text, source)
     except yaml.YAMLError as error:
         detail = " ".join(str(error).split())
         raise ConfigurationError(f"{source}: invalid YAML: {detail}") from error
+    except RecursionError as error:
+        raise ConfigurationError(
+            f"{source}: invalid YAML: nested too deeply for a configuration"
+        ) from error
     return expand(document, source, environ)
 
 

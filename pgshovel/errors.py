@@ -41,6 +41,10 @@ class ComponentError(ConfigurationError):
     """A ``path: module:Name`` component could not be loaded, checked or configured."""
 
 
+class NoSuchTransaction(ConfigurationError):
+    """A transaction id the source never gave: out of a txid's range, or in its future."""
+
+
 # -- data: follows on_error --------------------------------------------------------
 
 
@@ -58,6 +62,31 @@ class StreamError(DataError):
 
 class SchemaError(DataError):
     """A table's shape changed in a way a consumer cannot follow exactly; names table and remedy."""
+
+
+class MessageTooLarge(DataError):
+    """A message is larger than Kafka takes (the producer's or the broker's limit).
+
+    ``topic``, ``key`` and ``value`` are the message's, for whoever can name its table.
+    ``dropped``: the producer had already sent it (the broker refused it) and dropped what
+    it still held, so what reached Kafka is uncertain (as after an outage) rather than
+    everything before the message.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str = "",
+        key: bytes | None = None,
+        value: bytes | None = None,
+        dropped: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.dropped = dropped
 
 
 # -- transient: retried with backoff ----------------------------------------------

@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -30,6 +30,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from pgshovel.errors import ConfigurationError
+from pgshovel.history import History, RecentErrors
 
 logger = logging.getLogger(__name__)
 
@@ -64,22 +65,21 @@ class Delivery:
     ``pending_since`` is when that change happened (epoch seconds), None when
     everything is delivered; it is kept through failures and retries, so the
     lag grows while a process is stuck. ``delivered()`` clears it and keeps the
-    age it had (``batch_lag_seconds``).
+    age it had (``batch_lag_seconds``). ``history`` and ``recent_errors`` are the
+    last hour and the last failures, for the status document (``pgshovel.history``).
     """
 
     errors: int = 0
     pending_since: float | None = None
     batch_lag_seconds: float = 0.0
+    history: History = field(default_factory=History)
+    recent_errors: RecentErrors = field(default_factory=RecentErrors)
     #: when the last step went through, and when the last one failed (epoch seconds)
     succeeded_at: float | None = None
     failed_at: float | None = None
 
     def succeeded(self) -> None:
         self.succeeded_at = time.time()
-
-    def failed(self) -> None:
-        self.errors += 1
-        self.failed_at = time.time()
 
     def step_readiness(self, working: bool, busy: bool, now: float | None = None) -> Readiness:
         """Ready while ``working`` (leading, streaming) and the last step succeeded, recently
@@ -100,6 +100,12 @@ class Delivery:
         if self.pending_since is None:
             return 0.0
         return max(0.0, (time.time() if now is None else now) - self.pending_since)
+
+    def failed(self, error: BaseException) -> None:
+        """A step failed (retried or fatal): counted, and kept with its time."""
+        self.errors += 1
+        self.failed_at = time.time()
+        self.recent_errors.record(self.failed_at, str(error))
 
     def delivered(self) -> float:
         """The pending changes went out; returns (and keeps) their lag."""

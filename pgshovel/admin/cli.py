@@ -16,7 +16,16 @@ import click
 from kazoo.client import KazooClient
 
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
-from pgshovel.admin import acls, catalog, failover, grants, inspect, planning, tail
+from pgshovel.admin import (
+    acls,
+    catalog,
+    failover,
+    failover_identity,
+    grants,
+    inspect,
+    planning,
+    tail,
+)
 from pgshovel.admin import requests as admin_requests
 from pgshovel.admin import wait as set_waiting
 from pgshovel.admin.connections import Connections
@@ -25,7 +34,7 @@ from pgshovel.admin.twophase import execute
 from pgshovel.cluster import names, requests, security, zookeeper
 from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import NoSuchTransaction
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
@@ -183,8 +192,10 @@ set_update = set_group.command("update")(
 @click.option(
     "--accept-divergence",
     is_flag=True,
-    help="The relay reported that the stream holds batches DSN never received: give DSN a new "
-    "node id so its batches are not taken for those; then run 'set verify --repair'.",
+    help="The relay reported that the stream holds batches DSN never received: give DSN (also "
+    "when the set points at it already) a new node id so its batches are not taken for "
+    "those; then restart the relay and run 'set verify --repair' (and 'set resnapshot' of the "
+    "tables without a key), as the relay's message lists them.",
 )
 @click.option(
     "--timeout",
@@ -208,7 +219,11 @@ def set_failover(
     """Move set NAME to DSN, a physical standby of its database (see README "Source failover").
 
     Capture goes on there with the same queue, node id and batch ids; the relay
-    and the worker follow without a restart.
+    and the worker follow without a restart. Refused, with the reason: a DSN
+    that is not a physical copy of the set's database (another cluster, a
+    CREATE DATABASE ... TEMPLATE clone), the set's database itself, and a
+    promoted copy while the old primary still takes writes (fence or stop it
+    first).
     """
     names.validate_set_name(name)
     with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
@@ -216,11 +231,12 @@ def set_failover(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
         )
         old_dsn = context.store.read_set(name).value.database.dsn
-        if failover.identity(context, name, new_dsn):
-            if not promote:
-                raise ConfigurationError(
-                    "the new database is a standby in recovery: pass --promote, or promote it first"
-                )
+        target = failover_identity.identity(
+            context, name, new_dsn, promote=promote, accept_divergence=accept_divergence
+        )
+        if target.note:
+            click.echo(f"note: {target.note}")
+        if target.standby:
             if dry_run:
                 click.echo(
                     "plan: point the set at the standby, wait for its relay to leave the old "
@@ -249,7 +265,7 @@ def set_failover(
 
 @set_group.command("wait")
 @click.argument("name")
-@click.argument("txid", type=click.IntRange(min=1))
+@click.argument("txid", metavar="TXID")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
@@ -258,17 +274,29 @@ def set_failover(
     help="Seconds to wait.",
 )
 @click.pass_obj
-def set_wait(options: GlobalOptions, name: str, txid: int, timeout: float) -> None:
+def set_wait(options: GlobalOptions, name: str, txid: str, timeout: float) -> None:
     """Wait until source transaction TXID (txid_current()) is applied in every copy of NAME.
 
-    Exit 0 when every running worker's copy holds it, 1 on timeout, 2 at once
-    when the transaction rolled back in the source (it will never be applied).
+    \b
+    Exit status:
+      0  every running worker's copy holds it
+      1  timed out (or another error, one line on stderr)
+      2  the transaction rolled back in the source: it will never be applied
+      3  TXID is no transaction the source gave (not 1 to 2^63-1, or in its future)
+    2 and 3 come at once. A mistyped option is a usage error (exit 2, 'Usage:').
     """
     names.validate_set_name(name)
-    with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
-        store = zookeeper.ClusterStore(client, options.cluster)
-        source = connections.get(store.read_set(name).value.database.dsn)
-        status, message = set_waiting.wait(client, source, options.cluster, name, txid, timeout)
+    try:
+        number = set_waiting.parse_txid(txid)
+        with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
+            store = zookeeper.ClusterStore(client, options.cluster)
+            source = connections.get(store.read_set(name).value.database.dsn)
+            status, message = set_waiting.wait(
+                client, source, options.cluster, name, number, timeout
+            )
+    except NoSuchTransaction as error:
+        click.echo(f"error: {error}", err=True)
+        click.get_current_context().exit(set_waiting.NO_SUCH_TRANSACTION)
     click.echo(message)
     click.get_current_context().exit(status)
 
@@ -484,7 +512,9 @@ def _ask(
 @click.argument("name")
 @table_arguments
 @click.option(
-    "--where", default="", help="Only rows matching this SQL condition (PostgreSQL target)."
+    "--where",
+    default="",
+    help="Only rows this SQL boolean expression selects in the source (PostgreSQL target).",
 )
 @timeout_option
 @click.pass_obj
@@ -497,10 +527,15 @@ def set_resnapshot(
     (each named by its target, e.g. postgresql:host:5432/db or parquet:/path)
     reads each table in key-range chunks between watermarks in the stream, so
     the copy stays exact while writes go on; the command waits for every
-    copy's report, and fails at once when no worker of the set runs.
+    copy's report, and fails at once when no worker of the set runs. --where
+    copies only the rows a boolean expression of the captured columns selects,
+    evaluated on the source alone (checked there before the request is written).
     """
     names.validate_set_name(name)
     request = requests.Request("resnapshot", admin_requests.parse_tables(tables), where)
+    if where:
+        with zookeeper.connect(options.zookeeper_hosts) as client:
+            admin_requests.check_where(client, options.cluster, name, request)
     _ask(options, name, request, timeout)
 
 
@@ -526,6 +561,53 @@ def set_verify(
     answers = _ask(options, name, request, timeout)
     if any(admin_requests.differences_remain(result) for result in answers.values()):
         raise click.exceptions.Exit(1)
+
+
+@cli.command("serve")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. The console has no authentication of its own: bind "
+    "elsewhere than loopback only behind a proxy that authenticates.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8640,
+    show_default=True,
+    help="Port to listen on (0: any free port; the URL is printed).",
+)
+@click.option(
+    "--refresh",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Seconds between the pages' automatic refreshes.",
+)
+@click.pass_obj
+def serve(options: GlobalOptions, host: str, port: int, refresh: int) -> None:
+    """Serve a read-only web console of every cluster in ZooKeeper, with a JSON API.
+
+    Pages show each set's tables, its relay (leader, standbys, epoch, backlog,
+    lag), every copy (target, position, lag, snapshot / verify / resnapshot
+    progress), the last errors, and lag and throughput charts of the last
+    hour; /api/... serves the same as JSON. ZooKeeper is read with the
+    credentials of PGSHOVEL_ZOOKEEPER_AUTH, each set's queue with its DSN.
+    Needs the console extra (pip install 'pgshovel[console]'). Ctrl-C stops it.
+    """
+    from pgshovel.console import require_console
+
+    require_console()
+    from pgshovel.console.server import serve as serve_console
+
+    serve_console(
+        options.zookeeper_hosts,
+        host,
+        port,
+        refresh,
+        announce=lambda url: click.echo(f"console on {url} (read-only; Ctrl-C stops it)"),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,11 +4,8 @@ PgQ's queue, ticks and consumer position are ordinary tables, so a physical
 standby carries them with the data: after its promotion capture goes on there
 with the same node id and batch ids, and nothing is re-created. The command:
 
-1. checks that DSN is the set's database or a physical copy of it: the same
-   node id as the old primary when that one answers, else every captured
-   table's triggers stamped with the set's current version (which hashes the
-   old DSN: only the database the set was installed in, or a copy of it, has
-   them);
+1. checks that DSN is a physical copy of the set's database and that moving
+   there leaves one writable history (``pgshovel.admin.failover_identity``);
 2. with ``--promote``, when DSN is still a standby: points the set at it first
    (the relay finishes its batch on the old primary, leaves it, and waits for
    the promotion), waits until no relay session of the set is left on the old
@@ -53,16 +50,15 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 from psycopg2.extensions import connection
 
-from pgshovel.admin import catalog
+from pgshovel.admin.failover_identity import reachable
 from pgshovel.admin.plan import Plan
 from pgshovel.admin.planning import Context, plan_set_update
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, refuse_password
-from pgshovel.cluster.versions import set_version
-from pgshovel.errors import ConfigurationError, DatabaseUnavailable, PgshovelError
+from pgshovel.errors import ConfigurationError, DatabaseUnavailable
 from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.queue import application_name
-from pgshovel.source import NODE_TABLE, node_id
+from pgshovel.source import NODE_TABLE
 
 logger = logging.getLogger(__name__)
 
@@ -78,55 +74,6 @@ def _value(conn: connection, query: str, parameters: tuple[object, ...] = ()) ->
 
 def in_recovery(conn: connection) -> bool:
     return bool(_value(conn, "SELECT pg_is_in_recovery()"))
-
-
-def _reachable(context: Context, dsn: str) -> connection | None:
-    try:
-        return context.connections.get(dsn)
-    except DatabaseUnavailable as error:
-        logger.warning("the old primary %r does not answer (%s)", mask_dsn(dsn), error)
-        return None
-
-
-def check_identity(
-    context: Context, set_name: str, current: SetConfiguration, new: connection, new_dsn: str
-) -> None:
-    """An error unless ``new`` is the set's database or a physical copy of it."""
-    new_node = node_id(new, context.cluster)
-    if new_node is None:
-        raise ConfigurationError(
-            f"{mask_dsn(new_dsn)!r} has no pgshovel node id for cluster {context.cluster!r}: "
-            f"it is not a copy of set {set_name!r}'s database"
-        )
-    old = _reachable(context, current.database.dsn)
-    if old is not None:
-        old_node = node_id(old, context.cluster)
-        if old_node != new_node:
-            raise ConfigurationError(
-                f"{mask_dsn(new_dsn)!r} (node {new_node}) is not a copy of set {set_name!r}'s "
-                f"database {mask_dsn(current.database.dsn)!r} (node {old_node})"
-            )
-        return
-    unstamped = _unstamped(context, set_name, current, new)
-    if unstamped is not None:
-        raise ConfigurationError(
-            f"cannot tell whether {mask_dsn(new_dsn)!r} is a copy of set {set_name!r}'s "
-            f"database: the old primary does not answer and table {unstamped} there lacks "
-            f"the set's version {set_version(current)} triggers"
-        )
-
-
-def _unstamped(
-    context: Context, set_name: str, current: SetConfiguration, conn: connection
-) -> str | None:
-    """The first captured table in ``conn`` without the set's current version triggers."""
-    version = set_version(current)
-    for table in current.tables:
-        triggers = catalog.installed_triggers(conn, table.schema, table.name)
-        mine = triggers.get(names.trigger_name(context.cluster, set_name))
-        if mine is None or mine.arguments[1:2] != (version,):
-            return f"{table.schema!r}.{table.name!r}"
-    return None
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -240,7 +187,7 @@ def promote(
     current = context.store.read_set(set_name).value
     old_dsn = current.database.dsn
     new = context.connections.get(new_dsn)
-    old = _reachable(context, old_dsn)
+    old = reachable(context, old_dsn)
     moved(new_dsn)
     if old is not None:
         fence_set = False
@@ -327,30 +274,3 @@ def plan_failover(
             f"{mask_dsn(new_dsn)!r}" + (" with a new node id" if accept_divergence else "")
         ),
     )
-
-
-def identity(context: Context, set_name: str, new_dsn: str) -> bool:
-    """Check DSN (step 1); whether it is still a standby in recovery."""
-    refuse_password(set_name, new_dsn)
-    current = context.store.read_set(set_name).value
-    try:
-        new = context.connections.get(new_dsn)
-    except PgshovelError as error:
-        raise DatabaseUnavailable(f"the new primary does not answer: {error}") from error
-    if new_dsn == current.database.dsn:
-        # The set points at DSN already: done, or a failover interrupted after step 2 moved
-        # the set (the command killed): finish it once DSN is a primary.
-        if in_recovery(new):
-            raise ConfigurationError(
-                f"set {set_name!r} already points at {mask_dsn(new_dsn)!r}, a standby in "
-                "recovery (an interrupted 'set failover --promote'): check that it replayed "
-                "the old primary's WAL, promote it (pg_promote()) and run this command again "
-                "without --promote; or point the set back with 'set failover --to OLD-DSN' (after "
-                "ALTER SYSTEM RESET default_transaction_read_only there if it was fenced)"
-            )
-        if _unstamped(context, set_name, current, new) is None:
-            raise ConfigurationError(f"set {set_name!r} already uses {mask_dsn(new_dsn)!r}")
-        logger.warning("finishing an interrupted failover of set %r", set_name)
-        return False
-    check_identity(context, set_name, current, new, new_dsn)
-    return in_recovery(new)

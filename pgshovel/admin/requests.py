@@ -8,6 +8,10 @@ its own and the report names it by its target (``postgresql:host:port/db``,
 ``parquet:/path``): per table, what was copied or compared; for a verify, every
 range that differs, with the buckets that differ and the rows those buckets
 hold on each side. ``verify`` exits 1 when differences remain in any copy.
+A ``--where`` filter is checked before the request is written
+(``check_where``: one read-only boolean expression of the captured columns,
+parsed and planned by the source itself); the worker checks it again, since
+anyone who may write in ZooKeeper may write a request.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from dataclasses import replace
 from kazoo.client import KazooClient
 
 from pgshovel.admin import activity
+from pgshovel.admin.connections import APPLICATION_NAME
 from pgshovel.cluster import names, requests
+from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.cluster.requests import Request, Result
+from pgshovel.cluster.zookeeper import ClusterStore
 from pgshovel.errors import ConfigurationError, NotRunning
+from pgshovel.source import Catalog, captured_shape, check_filter, check_filter_text, connect
 
 
 def parse_tables(tables: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -112,3 +120,34 @@ def ask(
     name = requests.submit(client, cluster, set_name, replace(request, copies=copies))
     answers = requests.wait_copies(client, cluster, set_name, name, copies, timeout)
     return name, {copy: answers.get(copy) for copy in copies}
+
+
+def check_where(client: KazooClient, cluster: str, set_name: str, request: Request) -> None:
+    """Refuse a ``--where`` filter before the request is written: a ``ConfigurationError``
+    naming the table and the cause unless, on every table asked for, the source parses and
+    plans it as one boolean expression of the captured columns."""
+    check_filter_text(request.where)
+    configuration = ClusterStore(client, cluster).read_set(set_name).value
+    configured = {(table.schema or "public", table.name): table for table in configuration.tables}
+    missing = [".".join(name) for name in request.tables if name not in configured]
+    if missing:
+        raise ConfigurationError(f"table(s) {missing!r} are not tables of set {set_name!r}")
+    dsn = configuration.database.dsn
+    connection = connect(dsn, APPLICATION_NAME, autocommit=True)
+    try:
+        catalog = Catalog(connection)
+        for name in request.tables or sorted(configured):
+            shape = captured_shape(
+                configured[name],
+                catalog.table(*name),
+                allow_unkeyed=configuration.allow_unkeyed,
+                database=mask_dsn(dsn),
+            )
+            if not shape.key:
+                raise ConfigurationError(
+                    f"--where on {shape.qualified}: the table has no key, so the copy's rows "
+                    "cannot be told apart by the source's; re-snapshot the whole table"
+                )
+            check_filter(connection, shape, request.where)
+    finally:
+        connection.close()

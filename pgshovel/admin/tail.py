@@ -6,7 +6,7 @@ waiting for new batches; ``--latest`` starts at the topic's end (with
 validator skips to the first whole batch, so what is printed is always
 committed and complete. ``--format pgshovel`` prints pgshovel's records
 (``pgshovel.stream.jsonlines``); ``--format debezium`` prints each change as
-the Debezium envelope a table topic would carry (``pgshovel.relay.debezium``),
+the Debezium envelope a table topic would carry (``pgshovel.relay.table_topics``),
 a key change as a ``d`` then a ``c`` event and a TRUNCATE as Debezium's ``t``.
 """
 

@@ -1,4 +1,4 @@
-"""Names derived from a cluster and a set: ZooKeeper paths, schema, trigger, queue, topic.
+"""Names derived from a cluster and a set: ZooKeeper paths, schema, trigger, queue, topics.
 
 Cluster and set names become PostgreSQL identifiers, PgQ queue names and
 ZooKeeper path segments, so they are restricted to a safe character set and to
@@ -8,6 +8,7 @@ lengths that keep every derived identifier within PostgreSQL's 63 bytes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pgshovel.errors import ConfigurationError
 
@@ -75,6 +76,11 @@ def workers_path(cluster: str, set_name: str) -> str:
     return f"{set_path(cluster, set_name)}/workers"
 
 
+def relays_path(cluster: str, set_name: str) -> str:
+    """The node whose ephemeral children are the running relays' status (the console)."""
+    return f"{set_path(cluster, set_name)}/relays"
+
+
 def schema_name(cluster: str) -> str:
     """The database schema that holds a cluster's capture function and node id."""
     return f"pgshovel_{validate_cluster_name(cluster)}"
@@ -131,6 +137,26 @@ def queue_name(cluster: str, set_name: str) -> str:
 def topic_name(cluster: str, set_name: str) -> str:
     """The Kafka topic a set's stream is published to unless the configuration names another."""
     return f"{validate_cluster_name(cluster)}.{validate_set_name(set_name)}"
+
+
+def table_topic_suffix(schema: str, table: str) -> str:
+    """A table's topic name after the prefix: ``[schema.]table``, the schema left out for
+    ``public`` (the table topic is ``[prefix.]`` followed by this)."""
+    return table if schema in ("public", "") else f"{schema}.{table}"
+
+
+def colliding_tables(
+    tables: Iterable[tuple[str, str]],
+) -> tuple[tuple[str, str], tuple[str, str], str] | None:
+    """The first two ``(schema, table)`` whose table topics share a name whatever the prefix,
+    with that name's suffix (``a``.``b`` and ``public``.``a.b`` are both ``a.b``); None."""
+    owners: dict[str, tuple[str, str]] = {}
+    for schema, table in tables:
+        suffix = table_topic_suffix(schema, table)
+        owner = owners.setdefault(suffix, (schema, table))
+        if owner != (schema, table):
+            return owner, (schema, table), suffix
+    return None
 
 
 #: The PgQ consumer the relay reads a set's queue as; registered when the set is

@@ -9,9 +9,12 @@ it), and writes its progress and finally its report under
 two copies of a set (a PostgreSQL and a Parquet worker) never write over each
 other's report. Whoever sees the last copy answer (the command, or the
 worker) removes the request. Both sides use the JSON forms defined here.
-The nodes get the ACL of the process that creates them (see
-``pgshovel.cluster.security``); a node the client may not use is a
-``ConfigurationError`` naming it.
+Request and result nodes get the ACL of their set's node, whoever creates
+them: the worker that reads the set reads its requests (a request written with
+credentials the worker lacks blocked every later one). A node the client may
+not use is a ``ConfigurationError`` naming it; ``pending`` lists a request node
+it cannot read, or that holds no request, with that reason, so the worker can
+refuse it and go on with the next.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.security import ACL
 
 from pgshovel.cluster import names
 from pgshovel.cluster.zookeeper import authorized
@@ -51,18 +55,52 @@ class Request:
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
-        document = json.loads(data.decode())
+        """The request a node holds; a ``ConfigurationError`` saying what is wrong with it."""
+        try:
+            document = json.loads(data.decode())
+        except (UnicodeDecodeError, ValueError) as error:
+            raise ConfigurationError(f"it holds no JSON ({error})") from error
+        if not isinstance(document, dict):
+            raise ConfigurationError(f"it holds {type(document).__name__}, not an object")
+        kind = document.get("kind")
+        if kind not in ("resnapshot", "verify"):
+            raise ConfigurationError(f"kind {kind!r} is neither 'resnapshot' nor 'verify'")
+        tables = document.get("tables") or []
+        if not isinstance(tables, list) or not all(
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(part, str) and part for part in pair)
+            for pair in tables
+        ):
+            raise ConfigurationError(f"tables {tables!r} are not [schema, table] pairs")
+        where, repair = document.get("where") or "", document.get("repair") or False
+        if not isinstance(where, str) or not isinstance(repair, bool):
+            raise ConfigurationError(
+                f"where {where!r} is not text or repair {repair!r} is not true/false"
+            )
+        copies = document.get("copies") or []
+        if not isinstance(copies, list) or not all(isinstance(copy, str) for copy in copies):
+            raise ConfigurationError(f"copies {copies!r} are not a list of copy names")
         return cls(
-            kind=document["kind"],
-            tables=tuple((str(s), str(t)) for s, t in document.get("tables") or ()),
-            where=str(document.get("where") or ""),
-            repair=bool(document.get("repair")),
-            copies=tuple(str(copy) for copy in document.get("copies") or ()),
+            kind=kind,
+            tables=tuple((schema, table) for schema, table in tables),
+            where=where,
+            repair=repair,
+            copies=tuple(copies),
         )
 
     def asks(self, copy: str) -> bool:
         """Whether the worker of ``copy`` is to answer this request."""
         return not self.copies or copy in self.copies
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A request node: its request, or why it cannot be taken."""
+
+    name: str
+    request: Request | None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,25 +129,40 @@ class Result:
 
     @classmethod
     def decode(cls, data: bytes) -> Result:
-        document = json.loads(data.decode())
-        return cls(
-            status=document["status"],
-            message=str(document.get("message") or ""),
-            tables=tuple(
-                TableReport(
-                    schema=item["schema"],
-                    table=item["table"],
-                    purpose=item["purpose"],
-                    ranges=int(item.get("ranges") or 0),
-                    rows=int(item.get("rows") or 0),
-                    differences=tuple(tuple(d) for d in item.get("differences") or ()),
-                )
-                for item in document.get("tables") or ()
-            ),
-        )
+        """The result a node holds; a ``ConfigurationError`` when it holds none."""
+        try:
+            document = json.loads(data.decode())
+            status = document["status"]
+            if status not in ("pending", "running", "done", "failed"):
+                raise ValueError(f"unknown status {status!r}")
+            return cls(
+                status=status,
+                message=str(document.get("message") or ""),
+                tables=tuple(
+                    TableReport(
+                        schema=item["schema"],
+                        table=item["table"],
+                        purpose=item["purpose"],
+                        ranges=int(item.get("ranges") or 0),
+                        rows=int(item.get("rows") or 0),
+                        differences=tuple(tuple(d) for d in item.get("differences") or ()),
+                    )
+                    for item in document.get("tables") or ()
+                ),
+            )
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ConfigurationError(f"it holds no result ({error!r})") from error
 
     def with_table(self, report: TableReport) -> Result:
         return Result(self.status, self.message, (*self.tables, report))
+
+
+def set_acl(client: KazooClient, cluster: str, set_name: str) -> list[ACL]:
+    """The ACL of the set's node: what its request and result nodes get."""
+    path = names.set_path(cluster, set_name)
+    with authorized(client, path):
+        acl, _ = client.get_acls(path)
+    return list(acl)
 
 
 def submit(client: KazooClient, cluster: str, set_name: str, request: Request) -> str:
@@ -118,24 +171,40 @@ def submit(client: KazooClient, cluster: str, set_name: str, request: Request) -
         raise ConfigurationError(
             f"set {set_name!r} does not exist in cluster {cluster!r}; see 'pgshovel-admin set list'"
         )
+    acl = set_acl(client, cluster, set_name)
     with authorized(client, names.set_path(cluster, set_name)):
-        client.ensure_path(names.requests_path(cluster, set_name))
-        client.ensure_path(names.results_path(cluster, set_name))
+        client.ensure_path(names.requests_path(cluster, set_name), acl=acl)
+        client.ensure_path(names.results_path(cluster, set_name), acl=acl)
         path = client.create(
-            f"{names.requests_path(cluster, set_name)}/request-", request.encode(), sequence=True
+            f"{names.requests_path(cluster, set_name)}/request-",
+            request.encode(),
+            acl=acl,
+            sequence=True,
         )
     name = str(path).rsplit("/", 1)[1]
-    write_result(client, cluster, set_name, name, Result("pending"))
+    write_result(client, cluster, set_name, name, Result("pending"), acl)
     return name
 
 
 def write_result(
-    client: KazooClient, cluster: str, set_name: str, name: str, result: Result
+    client: KazooClient,
+    cluster: str,
+    set_name: str,
+    name: str,
+    result: Result,
+    acl: list[ACL] | None = None,
 ) -> None:
     path = f"{names.results_path(cluster, set_name)}/{name}"
     with authorized(client, path):
         try:
-            client.create(path, result.encode(), makepath=True)
+            client.set(path, result.encode())
+            return
+        except NoNodeError:
+            pass
+        try:
+            if acl is None:
+                acl = set_acl(client, cluster, set_name)
+            client.create(path, result.encode(), acl=acl, makepath=True)
         except NodeExistsError:
             client.set(path, result.encode())
 
@@ -156,7 +225,13 @@ def write_copy_result(
     path = _copy_path(cluster, set_name, name, copy)
     with authorized(client, path):
         try:
-            client.create(path, result.encode(), makepath=True)
+            client.set(path, result.encode())
+            return
+        except NoNodeError:
+            pass
+        try:
+            acl = set_acl(client, cluster, set_name)
+            client.create(path, result.encode(), acl=acl, makepath=True)
         except NodeExistsError:
             client.set(path, result.encode())
 
@@ -205,8 +280,9 @@ def read_result(client: KazooClient, cluster: str, set_name: str, name: str) -> 
     return Result.decode(data)
 
 
-def pending(client: KazooClient, cluster: str, set_name: str) -> list[tuple[str, Request]]:
-    """The requests not answered yet, oldest first."""
+def pending(client: KazooClient, cluster: str, set_name: str) -> list[Queued]:
+    """The requests not answered yet, oldest first; a node that cannot be read or holds no
+    request comes with the reason instead (it never hides the ones after it)."""
     path = names.requests_path(cluster, set_name)
     try:
         with authorized(client, path):
@@ -218,9 +294,11 @@ def pending(client: KazooClient, cluster: str, set_name: str) -> list[tuple[str,
         try:
             with authorized(client, f"{path}/{name}"):
                 data, _ = client.get(f"{path}/{name}")
+            found.append(Queued(name, Request.decode(data)))
         except NoNodeError:
             continue
-        found.append((name, Request.decode(data)))
+        except ConfigurationError as error:
+            found.append(Queued(name, None, f"request {name} cannot be taken: {error}"))
     return found
 
 

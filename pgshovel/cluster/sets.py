@@ -117,7 +117,8 @@ def _fail(source: str, key: str, expected: str, value: object) -> ConfigurationE
 def validate_set_configuration(
     configuration: configuration_pb2.ReplicationSetConfiguration, source: str
 ) -> None:
-    """Check what the file alone can tell: names present, no duplicates, keys captured."""
+    """Check what the file alone can tell: names present, no duplicates, keys captured, no two
+    tables that would share a table topic (``pgshovel.cluster.names.colliding_tables``)."""
     if not configuration.database.dsn:
         raise _fail(source, "database.dsn", "a non-empty libpq connection string", "")
     if not configuration.tables:
@@ -135,8 +136,8 @@ def validate_set_configuration(
             )
         seen.add((table.schema, table.name))
         for key in ("key_columns", "columns"):
-            names = list(getattr(table, key))
-            duplicates = sorted({name for name in names if names.count(name) > 1})
+            listed = list(getattr(table, key))
+            duplicates = sorted({name for name in listed if listed.count(name) > 1})
             if duplicates:
                 raise ConfigurationError(
                     f"{source}: {where}.{key}: column {duplicates[0]!r} is listed twice"
@@ -148,6 +149,14 @@ def validate_set_configuration(
                     f"{source}: {where}.columns: must include the key column {missing[0]!r} "
                     f"of table {table.schema!r}.{table.name!r}"
                 )
+    colliding = names.colliding_tables((table.schema, table.name) for table in configuration.tables)
+    if colliding is not None:
+        (schema_a, table_a), (schema_b, table_b), suffix = colliding
+        raise ConfigurationError(
+            f"{source}: tables: {schema_a!r}.{table_a!r} and {schema_b!r}.{table_b!r} would "
+            f"publish into the same kafka table topic ('[prefix.]{suffix}'); rename one of "
+            "them or leave one out of the set"
+        )
 
 
 def to_document(

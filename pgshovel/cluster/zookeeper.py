@@ -36,6 +36,8 @@ class Versioned(Generic[M]):
     path: str
     value: M
     version: int
+    #: the node's modification zxid when read (orders two reads of one node)
+    zxid: int = -1
 
 
 def start_client(hosts: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> KazooClient:
@@ -103,7 +105,7 @@ def _read(client: KazooClient, path: str, message: M) -> Versioned[M]:
         raise ConfigurationError(
             f"zookeeper node {path!r} does not hold a {type(message).__name__}: {error}"
         ) from error
-    return Versioned(path=path, value=message, version=stat.version)
+    return Versioned(path=path, value=message, version=stat.version, zxid=stat.mzxid)
 
 
 class ClusterStore:

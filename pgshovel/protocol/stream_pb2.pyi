@@ -122,7 +122,7 @@ class Message(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., operation: _Optional[_Union[BatchOperation, _Mapping]] = ...) -> None: ...
 
 class Mutation(_message.Message):
-    __slots__ = ["id", "key_columns", "new", "old", "operation", "provenance", "schema", "set_version", "table", "timestamp", "transaction"]
+    __slots__ = ["id", "key_columns", "new", "old", "operation", "provenance", "provenance_of", "schema", "set_version", "table", "timestamp", "transaction"]
     class Operation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = []
     DELETE: Mutation.Operation
@@ -134,6 +134,7 @@ class Mutation(_message.Message):
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     OPERATION_UNSPECIFIED: Mutation.Operation
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_OF_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
@@ -147,12 +148,13 @@ class Mutation(_message.Message):
     old: Row
     operation: Mutation.Operation
     provenance: Provenance
+    provenance_of: int
     schema: str
     set_version: str
     table: str
     timestamp: int
     transaction: int
-    def __init__(self, id: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., key_columns: _Optional[_Iterable[str]] = ..., old: _Optional[_Union[Row, _Mapping]] = ..., new: _Optional[_Union[Row, _Mapping]] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., key_columns: _Optional[_Iterable[str]] = ..., old: _Optional[_Union[Row, _Mapping]] = ..., new: _Optional[_Union[Row, _Mapping]] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., provenance_of: _Optional[int] = ...) -> None: ...
 
 class Other(_message.Message):
     __slots__ = ["text", "type"]

@@ -16,7 +16,7 @@ def relay(options: _cli.GlobalOptions, configuration: Path, set_name: str) -> No
     CONFIGURATION is a relay.yml (see example/relay.yml). One relay leads per
     set; others wait as standby. SIGINT/SIGTERM stop after the current batch.
     """
-    relay_configuration = config.load(configuration)
+    relay_configuration = config.load_configuration(configuration)
     process = Relay(relay_configuration, options.cluster, set_name, options.zookeeper_hosts)
     process.install_signal_handlers()
     process.run()

@@ -19,7 +19,8 @@ standbys: []               # failover-safe publishing: standbys (application_nam
 ```
 
 The Kafka writer may also publish one topic per table (see ``TableTopics`` and
-``pgshovel.relay.table_topics``)::
+``pgshovel.relay.table_topics``); its outputs, the set topic and the table
+topics, share one producer (``pgshovel.relay.kafka``)::
 
     writer:
       path: pgshovel.relay.kafka:KafkaWriter
@@ -32,46 +33,16 @@ The Kafka writer may also publish one topic per table (see ``TableTopics`` and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr
 
 from pgshovel import settings
 from pgshovel.abc import StreamWriter
 from pgshovel.components import ComponentSpec
+from pgshovel.policy import OnError
+from pgshovel.relay.table_topics import TableTopics
 from pgshovel.source import SourceConnection
-
-
-class TableTopics(settings.Settings):
-    """The Kafka writer's ``table_topics:`` section: one keyed, compacted topic per table."""
-
-    #: topic names are ``[prefix.][schema.]table`` (schema left out for ``public``);
-    #: unset: the set's topic name (``<cluster>.<set>``); "": no prefix
-    prefix: str | None = None
-    #: ``json``: the row as typed JSON, a tombstone for a delete; ``debezium``: Debezium's envelope
-    format: Literal["json", "debezium"] = "json"
-    #: Debezium's ``source.db`` (the source database's name)
-    database: str = ""
-    #: a new table topic starts with the table's rows (``op: r``), read in chunks between
-    #: watermarks while the stream goes on (``pgshovel.relay.chunked_snapshots``)
-    snapshot: bool = True
-    #: rows per snapshot chunk (about: the chunk ends at the key this many rows on)
-    snapshot_chunk_rows: int = Field(10_000, ge=1)
-    #: ``format: debezium`` only: also publish Debezium's transaction-metadata topic
-    #: ``<prefix>.transaction`` (BEGIN/END records with per-table event counts)
-    transaction_topic: bool = False
-
-    @model_validator(mode="after")
-    def _transaction_topic_needs_debezium(self) -> TableTopics:
-        if self.transaction_topic and self.format != "debezium":
-            raise ValueError("transaction_topic needs format: debezium")
-        return self
-
-    #: create missing topics compacted through the admin API (Kafka 0.10.1 or later)
-    create: bool = True
-    #: partitions and replication factor of the topics the relay creates
-    partitions: int = Field(1, ge=1)
-    replication_factor: int = Field(1, ge=1)
 
 
 class WriterSpec(ComponentSpec):
@@ -83,6 +54,15 @@ class WriterSpec(ComponentSpec):
         return cast(StreamWriter, super().build())
 
 
+__all__ = [
+    "RelayConfiguration",
+    "TableTopics",
+    "WriterSpec",
+    "load_configuration",
+    "parse_configuration",
+]
+
+
 class RelayConfiguration(settings.Settings):
     """A validated relay.yml."""
 
@@ -91,7 +71,7 @@ class RelayConfiguration(settings.Settings):
     batch_max_events: int = Field(100_000, ge=1)
     poll_interval: float = Field(0.02, ge=0)
     fetch_size: int = Field(5000, ge=1)
-    on_error: Literal["exit", "log"] = "exit"
+    on_error: OnError = "exit"
     retry_interval: float = Field(2.0, ge=0)
     max_backoff: float = Field(30.0, gt=0)
     metrics_port: settings.Port = None
@@ -103,11 +83,11 @@ class RelayConfiguration(settings.Settings):
     standbys: tuple[settings.NonEmptyText, ...] = ()
 
 
-def parse(document: Any, source: str) -> RelayConfiguration:
+def parse_configuration(document: Any, source: str) -> RelayConfiguration:
     """Validate a loaded relay.yml document; errors name the file and the key."""
     return settings.validate(RelayConfiguration, document, source)
 
 
-def load(path: Path) -> RelayConfiguration:
+def load_configuration(path: Path | str) -> RelayConfiguration:
     """Read and validate relay.yml (``${VAR}`` / ``${VAR:-default}`` are expanded)."""
     return settings.load(RelayConfiguration, path)

@@ -4,7 +4,7 @@ The trigger stores values as PostgreSQL text keyed by column name; the column
 types needed to turn that text into protocol values come from the source
 catalog, looked up by the decoder once per table and cached together with each
 column's encoder (``pgshovel.stream.codec.encoder_for``). The relay's hot path
-(``EventDecoder.encode_mutation``) parses the trigger's JSON with orjson and
+(``QueueEventDecoder.encode_mutation``) parses the trigger's JSON with orjson and
 goes from text straight to the serialized ``Mutation`` by joining pre-encoded
 pieces (``pgshovel.stream._codec_mutation``), which the message that carries it
 then reads in one call: the same bytes as setting every field through the
@@ -42,6 +42,7 @@ from pgshovel.stream._codec_mutation import (
     keys_piece,
     mutation_encoder,
     provenance_piece,
+    provenance_reference_piece,
     set_version_piece,
     table_piece,
 )
@@ -264,8 +265,8 @@ def build_mutation(
     return mutation
 
 
-class EventDecoder:
-    """Decodes the events of one set's queue into the operations the relay publishes.
+class QueueEventDecoder:
+    """The ``EventDecoder`` of a PgQ queue: its events into the operations the relay publishes.
 
     Mutations (types I, U, D, T) decode with their table's shape at that point
     of the queue (``pgshovel.relay.schema``); schema events (S) switch that shape
@@ -285,10 +286,11 @@ class EventDecoder:
         self._plans: dict[int, tuple[list[Column], list[EncodedColumn]]] = {}
         self._encode_mutation = mutation_encoder()
         self._provenance_pieces: dict[Any, bytes] = {}
-        self._last_provenance: OrderedDict[int, bytes] = OrderedDict()
+        #: txid -> (its last provenance field, the event that carried it in full)
+        self._last_provenance: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
 
     @classmethod
-    def for_queue(cls, conn: connection, cluster: str, queue: str) -> EventDecoder:
+    def for_queue(cls, conn: connection, cluster: str, queue: str) -> QueueEventDecoder:
         """The decoder of ``queue``'s events, reading the source through ``conn``."""
         set_name = queue[len(names.queue_prefix(cluster)) :]
         return cls(SchemaTracker(Catalog(conn), SchemaHistory(conn, cluster, queue), set_name))
@@ -368,25 +370,40 @@ class EventDecoder:
         return encoded + self._provenance_of(event_id, txid, provenance)
 
     def _provenance_of(self, event_id: int, txid: int, provenance: Any) -> bytes:
-        """The encoded provenance field of an event of transaction ``txid``: its object's,
-        or (``PREVIOUS_PROVENANCE``) the one of the transaction's previous event."""
+        """The provenance field of an event of transaction ``txid``: its object's, or
+        (``PREVIOUS_PROVENANCE``) the one of the transaction's previous event.
+
+        A transaction's provenance travels once: an event whose provenance is the one an
+        earlier event of its transaction carried in full gets a reference to that event
+        (``Mutation.provenance_of``) instead of a copy. The earlier event is in the same
+        batch (a PgQ batch holds whole transactions) and, when the batch is published
+        again (a rollback, a retry), an event at or before the one that carried it starts
+        the transaction over with the full field, so a reference always points back into
+        the same framing of the batch."""
         last = self._last_provenance
+        known = last.get(txid)
         if provenance.__class__ is dict:
             piece = self._provenance(event_id, provenance)
-            last[txid] = piece
-            last.move_to_end(txid)
-            if len(last) > _LAST_PROVENANCE_CACHE:
-                last.popitem(last=False)
-            return piece
-        previous = last.get(txid)
-        if previous is None:
+        elif known is None:
             raise CodecError(
                 f"event {event_id} takes the provenance of the previous event of transaction "
                 f"{txid}, which was not decoded before it; the batch must be decoded whole "
                 "and in event order (the relay does so: report this as a bug)"
             )
+        else:
+            piece = known[0]
+        if (
+            known is not None
+            and 0 < known[1] < event_id
+            and (known[0] is piece or known[0] == piece)
+        ):
+            last.move_to_end(txid)
+            return provenance_reference_piece(known[1])
+        last[txid] = (piece, event_id)
         last.move_to_end(txid)
-        return previous
+        if len(last) > _LAST_PROVENANCE_CACHE:
+            last.popitem(last=False)
+        return piece
 
     def _provenance(self, event_id: int, provenance: dict[str, Any]) -> bytes:
         """The encoded provenance field; a statement's events share one object's values, so

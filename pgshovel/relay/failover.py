@@ -27,16 +27,18 @@ Three checks, each on the relay's batch connection:
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 
+from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
-from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.dsn import has_password, mask_dsn
 from pgshovel.errors import StreamError
-from pgshovel.protocol import stream_pb2
+from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.source import translating
 
 logger = logging.getLogger(__name__)
@@ -102,9 +104,10 @@ def check_stream_known(
     node: bytes,
     last: stream_pb2.Message | None,
     set_name: str,
+    remedy: Callable[[], str] = lambda: "",
 ) -> None:
     """A ``StreamError`` when the stream's last committed batch of ``node`` (its Begin,
-    ``last``) ends at a tick this database does not have."""
+    ``last``) ends at a tick this database does not have; ``remedy()`` says what to run."""
     if last is None or last.operation.batch.node != node:
         return  # nothing published yet, or by another node (before a divergence reset)
     end = last.operation.begin.end
@@ -130,11 +133,63 @@ def check_stream_known(
         + ("does not have" if found is None else f"has with another snapshot ({found!r})")
         + ": it is not the database those batches came from, or a standby promoted before it "
         "received them (the copies hold transactions it lost). Publishing on would mix two "
-        "histories. Remedy: 'pgshovel-admin set failover "
-        f"{set_name} --to DSN --accept-divergence' (a new node id for this database), then "
-        f"'pgshovel-admin set verify {set_name} --repair' to remove the lost changes from the "
-        "copies; 'standbys:' in relay.yml prevents this (failover-safe publishing)"
+        f"histories. Remedy: {remedy()}; 'standbys:' in relay.yml prevents this (failover-safe "
+        "publishing)"
     )
+
+
+_WITHOUT_PRIMARY_KEY = (
+    "SELECT pg_catalog.to_regclass(%s) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+    "pg_catalog.pg_index WHERE indrelid = pg_catalog.to_regclass(%s) AND indisprimary)"
+)
+
+
+def divergence_remedy(
+    connection: Connection,
+    cluster: str,
+    set_name: str,
+    dsn: str,
+    configuration: configuration_pb2.ReplicationSetConfiguration,
+) -> str:
+    """The commands that end a divergence, each runnable as printed (README "Source
+    failover", unplanned): a new node id for this database, a relay restart, then the copies
+    repaired — keyed tables by ``set verify --repair``, tables without a key copied again
+    (``set verify`` compares them but cannot repair them, and their copies may also receive
+    again changes they hold)."""
+    admin = f"pgshovel-admin --cluster {shlex.quote(cluster)}"
+    shown = mask_dsn(dsn) if has_password(dsn) else dsn
+    keyed, unkeyed = [], []
+    with translating("reading which tables of the set have no key"):
+        with connection.cursor() as cursor:
+            for table in configuration.tables:
+                name = f"{table.schema}.{table.name}"
+                if not table.key_columns:
+                    quoted = sql.Identifier(table.schema, table.name).as_string(connection)
+                    cursor.execute(_WITHOUT_PRIMARY_KEY, (quoted, quoted))
+                    row = cursor.fetchone()
+                    if row is not None and row[0]:
+                        unkeyed.append(name)
+                        continue
+                keyed.append(name)
+        connection.rollback()
+    steps = [
+        f"run `{admin} set failover {set_name} --to {shlex.quote(shown)} --accept-divergence` "
+        "(a new node id for this database)",
+        "restart the relay",
+    ]
+    if keyed:
+        tables = " ".join(shlex.quote(table) for table in keyed) + " " if unkeyed else ""
+        steps.append(
+            f"`{admin} set verify {set_name} {tables}--repair` (removes from the copies the "
+            "changes this database lost)"
+        )
+    if unkeyed:
+        tables = " ".join(shlex.quote(table) for table in unkeyed)
+        steps.append(
+            f"`{admin} set resnapshot {set_name} {tables}` (tables without a key: their copies "
+            "may also hold changes this database lost, or receive again changes they hold)"
+        )
+    return ", then ".join(steps)
 
 
 class StandbyGate:
@@ -162,8 +217,15 @@ class StandbyGate:
             self._source = (id(connection), names)
         return self._source[1]
 
-    def wait(self, connection: Connection, stop: threading.Event) -> bool:
-        """Block until every standby replayed the current WAL position; False if stopped."""
+    def wait(
+        self,
+        connection: Connection,
+        stop: threading.Event,
+        interrupted: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Block until every standby replayed the current WAL position; False if ``stop`` is
+        set or ``interrupted()`` (the set moved to another database, leadership lost) first:
+        the batch is then abandoned, never published."""
         if not self.standbys:
             return True
         started = time.monotonic()
@@ -198,7 +260,7 @@ class StandbyGate:
                             ", ".join(missing),
                             target,
                         )
-                    if stop.wait(pause):
+                    if stop.wait(pause) or interrupted():
                         connection.rollback()
                         return False
                     pause = min(pause * 2, 0.02)

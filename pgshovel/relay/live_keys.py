@@ -4,8 +4,9 @@ A TRUNCATE deletes every row of a table, but the relay only sees the statement:
 the keys to delete are the ones the table topic still holds a row for. They
 are found by folding the topic from its earliest to its current end offset,
 every partition, the last message of a key winning and a tombstone deleting
-it. The writer flushes everything it produced before it asks, so the fold
-includes the batch so far.
+it. The table-topics output flushes everything produced before it asks, so
+the fold includes the batch so far. The relay's ``KafkaProducer`` offers
+these reads to the table topics as their ``TopicReader``.
 """
 
 from __future__ import annotations

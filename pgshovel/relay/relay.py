@@ -26,10 +26,10 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
-from pgshovel.errors import BrokerUnavailable, LeadershipLost, PgshovelError
+from pgshovel.cluster.watch import SetWatch
+from pgshovel.errors import BrokerUnavailable, LeadershipLost, MessageTooLarge, PgshovelError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.stream.handoff import parse_txid_snapshot
@@ -42,18 +42,6 @@ logger = logging.getLogger(__name__)
 #: messages handed over while still in the processor's cache serialize faster
 #: (one fetch of ``PgqQueue.fetch_size`` rows at a time).
 PUSH_CHUNK = 5_000
-
-
-@dataclass
-class SetState:
-    """What the relay knows of its set right now (updated by the config watch)."""
-
-    version: str
-    exists: bool = True
-    #: the set's database (``set failover`` changes it)
-    dsn: str = ""
-    #: set when ``dsn`` changed: the relay leaves the old database at the next batch boundary
-    moved: threading.Event = field(default_factory=threading.Event)
 
 
 def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
@@ -78,7 +66,7 @@ class BatchPublisher:
         writer: StreamWriter,
         decoder: EventDecoder,
         node: bytes,
-        state: SetState,
+        set_watch: SetWatch,
         metrics: RelayMetrics,
         epoch: int,
         lost: threading.Event | None = None,
@@ -87,7 +75,7 @@ class BatchPublisher:
         self.writer = writer
         self.decoder = decoder
         self.node = node
-        self.state = state
+        self.set_watch = set_watch
         self.metrics = metrics
         self.epoch = epoch
         self.lost = lost or threading.Event()
@@ -131,7 +119,7 @@ class BatchPublisher:
                 identifier,
                 _tick_message(batch.start),
                 _tick_message(batch.end),
-                self.state.version,
+                self.set_watch.version,
             )
         ]
         pushed_any = False
@@ -222,10 +210,15 @@ class BatchPublisher:
         A failed ``push`` leaves Kafka's state uncertain (some of the chunk may
         have landed), so the publisher identity is replaced: readers then treat
         the open batch as abandoned. A failure before the push (reading or
-        decoding the batch) leaves Kafka holding exactly the pushed prefix: the
-        publisher rewinds to the first unpushed sequence and sends a Rollback.
+        decoding the batch), or a data error the writer raised before the set
+        topic got anything of the push (a message too large for the producer),
+        leaves Kafka holding exactly the pushed prefix: the publisher rewinds to
+        the first unpushed sequence and sends a Rollback. A message the broker
+        refused after it was sent (``MessageTooLarge.dropped``) is an uncertain
+        state again.
         """
-        if isinstance(error, (BrokerUnavailable, LeadershipLost)):
+        uncertain = isinstance(error, MessageTooLarge) and error.dropped
+        if uncertain or isinstance(error, (BrokerUnavailable, LeadershipLost)):
             self.publisher = Publisher(epoch=self.epoch)
             return
         self.publisher.rewind(unpushed)
@@ -304,8 +297,8 @@ def lead(
     is called after every step that went through. ``before_publish`` runs once a
     batch is taken (failover-safe publishing waits there); False abandons it.
     """
-    state = publisher.state
-    while not stop.is_set() and not lost.is_set() and state.exists and not state.moved.is_set():
+    watched = publisher.set_watch
+    while not stop.is_set() and not lost.is_set() and watched.exists and not watched.moved.is_set():
         pacer.maybe_tick()
         batch = publisher.queue.next_batch()
         if batch is None:

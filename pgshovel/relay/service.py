@@ -8,6 +8,7 @@ arrives. While leading, every failure goes to the error policy
 retried with backoff *without giving up the leadership* (no epoch is burned),
 a data error follows ``on_error``, anything else ends the relay. Losing the
 ZooKeeper session ends the leadership; the relay then rejoins the election.
+Its status node (``pgshovel.relay.status``) is written every second meanwhile.
 The first SIGINT/SIGTERM finishes or abandons the current batch and exits 0; a
 second SIGINT exits at once.
 """
@@ -19,27 +20,31 @@ import logging
 import os
 import socket
 import uuid
-from typing import Any
 
 from kazoo.client import KazooClient
 
 from pgshovel._signals import StopRequest
 from pgshovel.abc import SourceReader, StreamWriter
 from pgshovel.cluster import names
-from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
-from pgshovel.cluster.versions import set_version
-from pgshovel.cluster.zookeeper import ClusterStore, start_client
+from pgshovel.cluster.dsn import mask_dsn
+from pgshovel.cluster.watch import SetWatch
+from pgshovel.cluster.zookeeper import start_client
 from pgshovel.errors import LeadershipLost, PgshovelError
 from pgshovel.metrics import MetricsEndpoint, serve
 from pgshovel.policy import ErrorPolicy
-from pgshovel.protocol import configuration_pb2
 from pgshovel.relay.config import RelayConfiguration
 from pgshovel.relay.election import Leadership
-from pgshovel.relay.events import EventDecoder
-from pgshovel.relay.failover import StandbyGate, check_stream_known, wait_primary
+from pgshovel.relay.events import QueueEventDecoder
+from pgshovel.relay.failover import (
+    StandbyGate,
+    check_stream_known,
+    divergence_remedy,
+    wait_primary,
+)
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import BacklogGauge, PgqQueue
-from pgshovel.relay.relay import BatchPublisher, Pacer, SetState, lead
+from pgshovel.relay.relay import BatchPublisher, Pacer, lead
+from pgshovel.relay.status import RelayStatusBoard
 from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
@@ -87,12 +92,17 @@ class Relay:
         zookeeper = start_client(self.zookeeper_hosts)
         server: MetricsEndpoint | None = None
         backlog: BacklogGauge | None = None
+        watch: SetWatch | None = None
+        board: RelayStatusBoard | None = None
         try:
-            configuration, state = self._watch_set(zookeeper)
+            watch = watched = SetWatch.start(zookeeper, self.cluster, self.set_name)
+            board = RelayStatusBoard(
+                zookeeper, self.cluster, self.set_name, self.identifier, self.metrics
+            ).start()
             if self.configuration.metrics_port is not None:
                 secret = self.configuration.source_connection.get_secret_value()
                 backlog = BacklogGauge(
-                    lambda: source_dsn(state.dsn, secret),
+                    lambda: source_dsn(watched.current().dsn, secret),
                     names.queue_name(self.cluster, self.set_name),
                 )
                 self.metrics.backlog = backlog
@@ -104,8 +114,12 @@ class Relay:
                     self.configuration.metrics_port,
                     readiness=self.metrics.readiness,
                 )
-            self._serve(zookeeper, writer, configuration, state)
+            self._serve(zookeeper, writer, watch)
         finally:
+            if board is not None:
+                board.close()
+            if watch is not None:
+                watch.close()
             if server is not None:
                 server.close()
             if backlog is not None:
@@ -114,49 +128,7 @@ class Relay:
             zookeeper.stop()
             zookeeper.close()
 
-    def _watch_set(
-        self, zookeeper: KazooClient
-    ) -> tuple[configuration_pb2.ReplicationSetConfiguration, SetState]:
-        store = ClusterStore(zookeeper, self.cluster)
-        configuration = store.read_set(self.set_name).value
-        if warning := stored_password_warning(self.set_name, configuration.database.dsn):
-            logger.warning("%s", warning)
-        state = SetState(version=set_version(configuration), dsn=configuration.database.dsn)
-
-        def on_change(data: bytes | None, _stat: Any) -> bool:
-            if data is None:
-                if state.exists:
-                    logger.warning("set %r was dropped: stopping", self.set_name)
-                state.exists = False
-                return False
-            updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
-            version = set_version(updated)
-            if version != state.version:
-                logger.info(
-                    "set %r changed: version %s -> %s", self.set_name, state.version, version
-                )
-                state.version = version
-            if updated.database.dsn != state.dsn:
-                logger.warning(
-                    "set %r moved to database %r: leaving %r at the next batch boundary",
-                    self.set_name,
-                    mask_dsn(updated.database.dsn),
-                    mask_dsn(state.dsn),
-                )
-                state.dsn = updated.database.dsn
-                state.moved.set()
-            return True
-
-        zookeeper.DataWatch(names.set_path(self.cluster, self.set_name), on_change)
-        return configuration, state
-
-    def _serve(
-        self,
-        zookeeper: KazooClient,
-        writer: StreamWriter,
-        configuration: configuration_pb2.ReplicationSetConfiguration,
-        state: SetState,
-    ) -> None:
+    def _serve(self, zookeeper: KazooClient, writer: StreamWriter, watch: SetWatch) -> None:
         settings = self.configuration
         leadership = Leadership(
             zookeeper, names.relay_path(self.cluster, self.set_name), self.identifier
@@ -168,13 +140,13 @@ class Relay:
             retry_interval=settings.retry_interval,
             max_backoff=settings.max_backoff,
         )
-        while not self.stop.is_set() and state.exists:
+        while not self.stop.is_set() and watch.exists:
             epoch = leadership.acquire(self.stop)
             if epoch is None:
                 break
             self.metrics.epoch, self.metrics.leader = epoch, True
             try:
-                self._lead(writer, configuration, state, epoch, leadership, policy)
+                self._lead(writer, watch, epoch, leadership, policy)
             finally:
                 self.metrics.leader = False
                 self.metrics.pending_since = None
@@ -182,33 +154,36 @@ class Relay:
             if leadership.lost.is_set() and not self.stop.is_set():
                 logger.warning("lost leadership; rejoining the election")
                 self.stop.wait(1.0)
-        if not state.exists:
+        if not watch.exists:
             logger.info("set %r no longer exists: relay exits", self.set_name)
 
     def _lead(
         self,
         writer: StreamWriter,
-        configuration: configuration_pb2.ReplicationSetConfiguration,
-        state: SetState,
+        watch: SetWatch,
         epoch: int,
         leadership: Leadership,
         policy: ErrorPolicy,
     ) -> None:
-        """Publish while leading; every failure goes through the error policy."""
+        """Publish while leading; every failure goes through the error policy.
+
+        Each (re)connection takes the set as it is now (``SetWatch.follow``): its
+        database, and the configuration handed to a writer that reads the source
+        (table topics), never a copy kept from an earlier connection."""
         settings = self.configuration
         queue_name = names.queue_name(self.cluster, self.set_name)
         gate = StandbyGate(settings.standbys)
-        while not self.stop.is_set() and not leadership.lost.is_set() and state.exists:
-            state.moved.clear()
-            dsn = source_dsn(state.dsn, settings.source_connection.get_secret_value())
+
+        def interrupted() -> bool:
+            """What ends every wait while leading: a stop, a lost leadership, a move."""
+            return self.stop.is_set() or leadership.lost.is_set() or watch.moved.is_set()
+
+        while not self.stop.is_set() and not leadership.lost.is_set() and watch.exists:
+            current = watch.follow()
+            dsn = source_dsn(current.dsn, settings.source_connection.get_secret_value())
             queue = PgqQueue(dsn, queue_name, settings.fetch_size)
             try:
-                if not wait_primary(
-                    queue.connection,
-                    state.dsn,
-                    lambda: self.stop.is_set() or leadership.lost.is_set() or state.moved.is_set(),
-                    self.stop.wait,
-                ):
+                if not wait_primary(queue.connection, current.dsn, interrupted, self.stop.wait):
                     continue
                 queue.check()
                 queue.configure_ticker(settings.tick_interval, settings.batch_max_events)
@@ -221,15 +196,28 @@ class Relay:
                     node,
                     writer.last_committed_begin(),
                     self.set_name,
+                    functools.partial(
+                        divergence_remedy,
+                        queue.connection,
+                        self.cluster,
+                        self.set_name,
+                        current.dsn,
+                        current.configuration,
+                    ),
                 )
                 if isinstance(writer, SourceReader):
-                    writer.attach_source(dsn, configuration)
+                    writer.attach_source(dsn, watch.current().configuration)
+                logger.info(
+                    "connected to database %r (set version %s)",
+                    mask_dsn(current.dsn),
+                    watch.version,
+                )
                 publisher = BatchPublisher(
                     queue,
                     writer,
-                    EventDecoder.for_queue(queue.connection, self.cluster, queue_name),
+                    QueueEventDecoder.for_queue(queue.connection, self.cluster, queue_name),
                     node,
-                    state,
+                    watch,
                     self.metrics,
                     epoch,
                     leadership.lost,
@@ -241,12 +229,12 @@ class Relay:
                     leadership.lost,
                     settings.poll_interval,
                     functools.partial(_succeeded, self.metrics, policy),
-                    functools.partial(gate.wait, queue.connection, self.stop),
+                    functools.partial(gate.wait, queue.connection, self.stop, interrupted),
                 )
             except LeadershipLost:
                 return
             except PgshovelError as error:
-                self.metrics.failed()
+                self.metrics.failed(error)
                 policy.failed(error)
             finally:
                 queue.close()

@@ -1,8 +1,10 @@
 """``pgshovel-replicate [global options] replication.yml SET``: run the replication worker.
 
 The set's configuration comes from ZooKeeper (``/<cluster>/sets/<set>``). The
-first SIGINT or SIGTERM stops the worker after the current micro-batch; a
-second SIGINT exits at once (see ``pgshovel._signals``).
+first SIGINT or SIGTERM stops the worker after the current micro-batch, also
+when it is sent to the whole process group (Ctrl-C, systemd: Spark's JVM
+ignores both, see ``pgshovel.replication.spark``); a second SIGINT exits at
+once (see ``pgshovel._signals``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pgshovel.cluster.zookeeper import ClusterStore, connect
 from pgshovel.metrics import serve
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.config import load_configuration
-from pgshovel.replication.spark import require_spark, spark_session
+from pgshovel.replication.spark import require_spark, spark_session, stop_session
 from pgshovel.replication.targets import copy_name
 from pgshovel.replication.worker import Worker
 
@@ -44,6 +46,10 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     logger.info("starting Spark (master %s)…", replication.spark.master)
     began = time.monotonic()
     spark = spark_session(replication.spark, verbose=options.verbose)
+    # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
+    # KeyboardInterrupt: exit 130 at once); the worker's goes back, so that Ctrl-C, too,
+    # stops it after the micro-batch in progress.
+    stop.install()
     logger.info("Spark ready in %.1fs", time.monotonic() - began)
     try:
         worker = Worker(
@@ -68,7 +74,7 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     finally:
         if endpoint is not None:
             endpoint.close()
-        spark.stop()
+        stop_session(spark)
     logger.info("stopped")
 
 

@@ -9,6 +9,9 @@ snapshots: {rows_per_chunk: 20000, parallel: 2}
 metrics_port: null         # serve Prometheus metrics on metrics_host:<port> when set
 metrics_host: 127.0.0.1
 source_connection: "user=pgshovel_worker"   # optional: libpq keywords added to the set's dsn
+on_error: exit             # exit | log: what a data error does (transient faults are retried)
+retry_interval: 2.0        # seconds before a micro-batch that failed on a data error is retried
+max_backoff: 30.0          # longest wait between retries of a transient fault
 ```
 
 Everything is validated when the file is read (``pgshovel.settings``,
@@ -29,6 +32,7 @@ from pydantic import BeforeValidator, Field, SecretStr
 from pgshovel import settings
 from pgshovel.abc import Loader, Stream, Target
 from pgshovel.components import ComponentSpec
+from pgshovel.policy import OnError
 from pgshovel.source import SourceConnection
 
 DEFAULT_MASTER = "local[*]"
@@ -83,6 +87,11 @@ class ReplicationSettings(settings.Settings):
     metrics_host: str = "127.0.0.1"
     #: libpq keywords that replace or extend the set's dsn for this worker (its own role)
     source_connection: SourceConnection = SecretStr("")
+    #: what a data error does (``pgshovel.policy``): ``exit`` ends the worker, ``log`` logs it
+    #: and starts over from the target's stored state after ``retry_interval``
+    on_error: OnError = "exit"
+    retry_interval: float = Field(2.0, ge=0)
+    max_backoff: float = Field(30.0, gt=0)
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
@@ -94,6 +103,9 @@ class ReplicationSettings(settings.Settings):
             stream=cast(Stream, self.stream.build()),
             target=cast(Target, self.target.build()),
             source_connection=self.source_connection.get_secret_value(),
+            on_error=self.on_error,
+            retry_interval=self.retry_interval,
+            max_backoff=self.max_backoff,
         )
 
 
@@ -109,6 +121,9 @@ class ReplicationConfiguration:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     source_connection: str = field(default="", repr=False)
+    on_error: OnError = "exit"
+    retry_interval: float = 2.0
+    max_backoff: float = 30.0
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

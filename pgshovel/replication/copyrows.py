@@ -21,10 +21,9 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication import copytext
 from pgshovel.replication.changes import Key
 from pgshovel.replication.mutations import column_name, row_values
-from pgshovel.source import Column, TableShape
+from pgshovel.source import Column, TableShape, copytext
 from pgshovel.stream import codec
 from pgshovel.stream._codec_scalar import INTEGER_RANGES, check_decimal, format_uuid
 from pgshovel.stream._codec_temporal import format_timestamp

@@ -15,6 +15,13 @@ of pgshovel's for the driver's startup, ``log4j2-quiet.properties``) unless
 ``spark.conf`` sets ``spark.log.level`` or ``spark.driver.extraJavaOptions``;
 ``verbose`` (``--verbose``) shows Spark's warnings and its startup lines.
 
+Spark's JVM is started ignoring SIGTERM, as PySpark already starts it ignoring
+SIGINT: a stop signal sent to the worker's whole process group (Ctrl-C,
+systemd's default kill mode) reaches the driver, which stops after its
+micro-batch and then stops Spark; the JVM would otherwise die at once and take
+the SparkContext with it. The JVM still ends with the driver whatever happens
+to it (it exits when its standard input, a pipe from the driver, closes).
+
 PySpark (with pyarrow and pandas) is the optional ``spark`` extra: nothing is
 imported from it until the worker starts, and :func:`require_spark` turns its
 absence into one line saying what to install.
@@ -22,17 +29,23 @@ absence into one line saying what to install.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import ipaddress
+import logging
 import os
 import re
+import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pgshovel.errors import ConfigurationError
 from pgshovel.replication.config import SparkSettings
+
+logger = logging.getLogger(__name__)
 
 #: Applied unless ``spark.conf`` sets them.
 DEFAULT_CONF: dict[str, str] = {
@@ -117,4 +130,49 @@ def spark_session(settings: SparkSettings, verbose: bool = False) -> Any:
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in session_conf(settings, verbose).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with _jvm_ignoring_sigterm():
+        return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def _jvm_ignoring_sigterm() -> Iterator[None]:
+    """Inside, the JVM PySpark launches starts with SIGTERM ignored (see the module doc).
+
+    PySpark takes ``preexec_fn`` for itself (to ignore SIGINT) and offers no other
+    way to set a signal's disposition in the child, so its ``Popen`` is wrapped for
+    the duration: a disposition set in the parent instead would lose a SIGTERM
+    that arrives meanwhile.
+    """
+    from pyspark import java_gateway
+
+    namespace = vars(java_gateway)  # the module's own globals: what launch_gateway calls
+    launch: Callable[..., Any] = namespace["Popen"]
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        before = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if before is not None:
+                before()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return launch(*args, **kwargs)
+
+    namespace["Popen"] = popen
+    try:
+        yield
+    finally:
+        namespace["Popen"] = launch
+
+
+def stop_session(session: Any) -> None:
+    """Stop Spark; a JVM that is gone already (killed) is a warning, not a traceback."""
+    try:
+        session.stop()
+    except Exception as error:  # py4j's errors and the OS's: the JVM is gone either way
+        logger.warning(
+            "spark had stopped already (%s: %s): nothing left to stop",
+            type(error).__name__,
+            str(error).strip().splitlines()[0] if str(error).strip() else "no detail",
+        )

@@ -26,25 +26,24 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import KazooException
+from psycopg2.extensions import connection as Connection
 
 from pgshovel._numbers import rate
 from pgshovel.abc import TableLoadReport, Target
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
-from pgshovel.cluster.zookeeper import ClusterStore
-from pgshovel.cluster.zookeeper import connect as connect_zookeeper
+from pgshovel.cluster.watch import SetWatch
 from pgshovel.errors import CoordinatorUnavailable, DatabaseUnavailable, PgshovelError
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.protocol.stream_pb2 import SchemaChange
 from pgshovel.replication import catalog
 from pgshovel.replication.config import ReplicationConfiguration
+from pgshovel.replication.holds import hold
 from pgshovel.replication.incremental import IncrementalSnapshots
 from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.mutations import key_text
@@ -132,8 +131,12 @@ class Worker:
         self.zookeeper_hosts = zookeeper_hosts
         self.cluster = cluster
         self.set_name = set_name
-        if warning := stored_password_warning(set_name, set_configuration.database.dsn):
-            logger.warning("%s", warning)
+        if zookeeper_hosts is None and (
+            warning := stored_password_warning(set_name, set_configuration.database.dsn)
+        ):
+            logger.warning("%s", warning)  # (a watched set warns when it is read)
+        #: the set: ``set_configuration`` until the first start watches it in ZooKeeper
+        self.set_watch = SetWatch.fixed(set_name, set_configuration)
         # Every source connection of the worker (driver and Spark tasks) logs in this way.
         self.set_configuration = with_source_connection(
             set_configuration, configuration.source_connection
@@ -144,27 +147,38 @@ class Worker:
         #: the last state stored in the target (None until known)
         self.state: WorkerState | None = None
         self.metrics = WorkerMetrics()
-        #: the set's database as ZooKeeper last said, and whether it changed since
-        self._set_dsn = set_configuration.database.dsn
-        self._moved = threading.Event()
+        self._should_stop: Callable[[], bool] = lambda: False
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> WorkerState | None:
         """Load if needed and stream until ``should_stop()``; return the last stored state.
 
         A transient failure (a lost connection, an unavailable broker) closes
         everything and starts over from the state stored in the target, after a
-        backoff; any other failure ends the worker (see ``pgshovel.policy``).
+        backoff; a data error does the same after ``retry_interval`` with
+        ``on_error: log``, and ends the worker with ``exit``; any other failure
+        ends the worker (see ``pgshovel.policy``).
         """
-        policy = ErrorPolicy("exit", _sleeper(should_stop), logger)
-        while True:
-            try:
-                return self._run(should_stop, self._succeeded(policy))
-            except PgshovelError as error:
-                self.metrics.failed()
-                self.metrics.discarded()
-                policy.failed(error)
-                if should_stop():
-                    return self.state
+        settings = self.configuration
+        policy = ErrorPolicy(
+            settings.on_error,
+            _sleeper(should_stop),
+            logger,
+            retry_interval=settings.retry_interval,
+            max_backoff=settings.max_backoff,
+        )
+        self._should_stop = should_stop
+        try:
+            while True:
+                try:
+                    return self._run(should_stop, self._succeeded(policy))
+                except PgshovelError as error:
+                    self.metrics.failed(error)
+                    self.metrics.discarded()
+                    policy.failed(error)
+                    if should_stop():
+                        return self.state
+        finally:
+            self.set_watch.close()
 
     def _succeeded(self, policy: ErrorPolicy) -> Callable[[], None]:
         def succeeded() -> None:
@@ -178,8 +192,7 @@ class Worker:
     ) -> WorkerState | None:
         stream = self.configuration.stream
         target = self.configuration.target
-        if self.zookeeper_hosts is not None:
-            self._follow_set(self.zookeeper_hosts)
+        self._follow_set()
         stream.open(names.topic_name(self.cluster, self.set_name))
         desk = (
             None
@@ -205,8 +218,6 @@ class Worker:
         )
         snapshots = self._incremental(target, desk)
         try:
-            if desk is not None:
-                self._watch_set(desk)
             state = target.open(self.cluster, self.set_name)
             if board is not None:
                 board.keep_fresh(self.metrics)  # this worker holds the copy: it shows from now
@@ -235,45 +246,46 @@ class Worker:
             stream.close()
             target.close()
 
-    def _follow_set(self, zookeeper_hosts: str) -> None:
-        """Read the set's database from ZooKeeper now (``set failover`` may have moved it);
-        ``_watch_set`` then notices a move while streaming."""
+    def _follow_set(self) -> None:
+        """Take the set as it is now (``set failover`` may have moved it), watching it in
+        ZooKeeper from the first start that reaches it; the stream loop then leaves a moved
+        database between micro-batches (never with parts of a batch uncommitted)."""
+        if self.zookeeper_hosts is not None and not self.set_watch.watching:
+            before = self.set_watch.current().dsn
+            try:
+                self.set_watch = SetWatch.open(self.zookeeper_hosts, self.cluster, self.set_name)
+            except CoordinatorUnavailable as error:
+                logger.warning(
+                    "cannot watch set %r in zookeeper (%s): keeping database %r",
+                    self.set_name,
+                    error,
+                    mask_dsn(before),
+                )
+            else:
+                if self.set_watch.current().dsn != before:
+                    logger.warning(
+                        "set %r moved to database %r",
+                        self.set_name,
+                        mask_dsn(self.set_watch.current().dsn),
+                    )
+        current = self.set_watch.follow()
+        self.set_configuration = with_source_connection(
+            current.configuration, self.configuration.source_connection
+        )
+
+    def _read_set(self) -> configuration_pb2.ReplicationSetConfiguration:
+        """The set read from ZooKeeper now; the last one read when ZooKeeper cannot answer
+        (what the snapshot copies follows the source's capture anyway)."""
         try:
-            with connect_zookeeper(zookeeper_hosts) as client:
-                current = ClusterStore(client, self.cluster).read_set(self.set_name).value
-        except (CoordinatorUnavailable, KazooException) as error:
+            return self.set_watch.refresh().configuration
+        except CoordinatorUnavailable as error:
             logger.warning(
-                "cannot read set %r from zookeeper (%s): keeping database %r",
+                "cannot read set %r from zookeeper (%s): the snapshot follows the source's "
+                "capture with the set as last read",
                 self.set_name,
                 error,
-                mask_dsn(self._set_dsn),
             )
-            return
-        dsn = current.database.dsn
-        if dsn != self._set_dsn:
-            if self._set_dsn:
-                logger.warning("set %r moved to database %r", self.set_name, mask_dsn(dsn))
-            self._set_dsn = dsn
-            self.set_configuration = with_source_connection(
-                current, self.configuration.source_connection
-            )
-        self._moved.clear()
-
-    def _watch_set(self, desk: RequestDesk) -> None:
-        """Flag a move of the set's database: the stream loop then restarts the worker's
-        connections between micro-batches (never with parts of a batch uncommitted)."""
-
-        def on_change(data: bytes | None, _stat: object) -> bool:
-            if data is not None:
-                updated = configuration_pb2.ReplicationSetConfiguration.FromString(data)
-                if updated.database.dsn != self._set_dsn:
-                    self._moved.set()
-            return True
-
-        try:
-            desk.zookeeper().DataWatch(names.set_path(self.cluster, self.set_name), on_change)
-        except (CoordinatorUnavailable, KazooException) as error:
-            logger.warning("cannot watch set %r in zookeeper: %s", self.set_name, error)
+            return self.set_watch.current().configuration
 
     def _incremental(self, target: Target, desk: RequestDesk | None) -> IncrementalSnapshots:
         settings = self.configuration.snapshots
@@ -297,23 +309,36 @@ class Worker:
             rows_per_chunk=settings.rows_per_chunk,
             parallel=settings.parallel,
             on_finished=on_finished,
+            on_failed=(lambda origin, reason: None) if desk is None else desk.refuse,
         )
 
     def load(self) -> WorkerState:
-        """Copy a consistent snapshot of every table; return the streaming state after it."""
+        """Copy a consistent snapshot of every table; return the streaming state after it.
+
+        The tables are read in the exporting transaction, right after the export:
+        the set as ZooKeeper says then, each table as the snapshot captures it
+        (``catalog.snapshot_shapes``), so the stream from the offset noted before
+        the export holds exactly what the copy lacks, ``set update`` included."""
         target = self.configuration.target
+        hold("before-export", self._should_stop)
         start_offset = self.configuration.stream.end_offset()
         begun: list[WorkerState] = []
+
+        def read_tables(connection: Connection) -> list[TableShape]:
+            hold("after-export", self._should_stop)
+            configuration = self._read_set()
+            return catalog.snapshot_shapes(connection, self.cluster, self.set_name, configuration)
 
         def on_exported(txid_snapshot: str, tables: list[TableShape]) -> None:
             state = WorkerState("snapshot", txid_snapshot, start_offset, tables=tuple(tables))
             begun.append(state)
             target.begin_snapshot(state)
+            hold("loading", self._should_stop)
 
         self.load_reports = self.configuration.loader.load(
             self.spark,
             self.set_configuration.database.dsn,
-            lambda connection: catalog.set_shapes(connection, self.set_configuration),
+            read_tables,
             target.snapshot_sink(),
             on_exported,
         )
@@ -349,7 +374,7 @@ class Worker:
         parts_began: float | None = None
         committed = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
-            if self._moved.is_set() and not parts:
+            if self.set_watch.moved.is_set() and not parts:
                 raise DatabaseUnavailable(
                     f"set {self.set_name!r} moved to another database: reconnecting there"
                 )
@@ -494,6 +519,11 @@ class Worker:
                     step.change.schema,
                     step.change.table,
                     step.change.problem,
+                )
+                self.metrics.recent_errors.record(
+                    time.time(),
+                    f"table {step.change.schema!r}.{step.change.table!r} is no longer "
+                    f"replicated: {step.change.problem}",
                 )
         for name in set(state.broken) - set(plan.broken):
             logger.warning("table %r.%r: capture follows the set again", *name)

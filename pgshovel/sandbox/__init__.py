@@ -24,7 +24,7 @@ tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 
 from pgshovel.sandbox._children import ChildProcess
 from pgshovel.sandbox._connection import SandboxConnection
-from pgshovel.sandbox._lifecycle import ServiceStatus, load, start, status, stop, terminate
+from pgshovel.sandbox._lifecycle import ServiceStatus, start, status, stop, terminate
 from pgshovel.sandbox._locate import remember
 from pgshovel.sandbox._servers import Server, start_server, stop_server
 from pgshovel.sandbox._spark import kill_worker as kill_spark_worker
@@ -34,6 +34,7 @@ from pgshovel.sandbox._spark import stop as stop_spark
 from pgshovel.sandbox._spark import terminate as terminate_spark
 from pgshovel.sandbox._spark_plan import SparkCluster, SparkProcess
 from pgshovel.sandbox._startup import restart_postgres, start_kafka, stop_kafka
+from pgshovel.sandbox._state import load
 
 __all__ = [
     "ChildProcess",

@@ -1,4 +1,4 @@
-"""Start, stop, inspect and load a sandbox: what the Python API and the CLI call.
+"""Start, stop and inspect a sandbox: what the Python API and the CLI call.
 
 ``start`` is idempotent: a healthy sandbox is returned as is; anything else
 (nothing there, a crashed run, a stopped one) is recovered by stopping the
@@ -19,6 +19,7 @@ from pgshovel.errors import SandboxError
 from pgshovel.sandbox import _postgres, _process, _servers, _spark, _startup, _state
 from pgshovel.sandbox._connection import SandboxConnection
 from pgshovel.sandbox._plan import SERVICES, ProcessState
+from pgshovel.sandbox._state import load
 
 logger = logging.getLogger(__name__)
 
@@ -33,19 +34,6 @@ class ServiceStatus:
     pid: int | None
     port: int | None
     running: bool
-
-
-def load(state_dir: Path) -> SandboxConnection:
-    """The connection record of the sandbox in ``state_dir`` (it may have stopped since)."""
-    path = Path(state_dir).resolve() / _state.STATE_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as error:
-        raise SandboxError(
-            f"no sandbox in {str(path.parent)!r}: {_state.STATE_FILE} is missing; "
-            f"start one with 'pgshovel-sandbox up --state-dir {path.parent}'"
-        ) from error
-    return SandboxConnection.from_json(text, str(path))
 
 
 def status(state_dir: Path) -> list[ServiceStatus]:

@@ -27,7 +27,7 @@ import psycopg2
 from psycopg2 import sql
 
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _postgres, _process
+from pgshovel.sandbox import _postgres, _process, _state
 from pgshovel.sandbox._connection import SOURCE_DATABASE, postgres_dsn
 from pgshovel.sandbox._render import initdb_command, postgres_command
 
@@ -88,9 +88,7 @@ def _query(
 
 def _root(state_dir: Path) -> Path:
     """Where extra servers keep their data: beside the sandbox's data directory."""
-    from pgshovel.sandbox._lifecycle import load  # the record the sandbox wrote
-
-    data_dir = Path(load(state_dir).postgres_data_dir or state_dir / "postgres" / "data")
+    data_dir = Path(_state.load(state_dir).postgres_data_dir or state_dir / "postgres" / "data")
     return data_dir.parent / "servers"
 
 

@@ -1,4 +1,4 @@
-"""The state directory's bookkeeping: file locations, PID files, the lock, stopping by PID.
+"""The state directory's bookkeeping: files, the record, PID files, the lock, stopping by PID.
 
 Every process is identified by a marker path on its command line (see
 :func:`pgshovel.sandbox._plan.classify_process`) so that a recorded PID is only
@@ -121,3 +121,16 @@ def locked(state_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def load(state_dir: Path) -> SandboxConnection:
+    """The connection record of the sandbox in ``state_dir`` (it may have stopped since)."""
+    path = Path(state_dir).resolve() / STATE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise SandboxError(
+            f"no sandbox in {str(path.parent)!r}: {STATE_FILE} is missing; "
+            f"start one with 'pgshovel-sandbox up --state-dir {path.parent}'"
+        ) from error
+    return SandboxConnection.from_json(text, str(path))

@@ -17,7 +17,7 @@ import click
 
 from pgshovel import _cli
 from pgshovel.errors import SandboxError
-from pgshovel.sandbox import _lifecycle, _locate, _servers, _spark
+from pgshovel.sandbox import _lifecycle, _locate, _servers, _spark, _state
 from pgshovel.sandbox._connection import shell_exports
 from pgshovel.sandbox._spark_plan import DEFAULT_WORKER_CORES, DEFAULT_WORKER_MEMORY
 
@@ -122,7 +122,7 @@ def up(
         _spark.start(
             directory, spark_workers, spark_worker_cores, spark_worker_memory, timeout=timeout
         )
-        connection = _lifecycle.load(directory)  # now naming the master
+        connection = _state.load(directory)  # now naming the master
     click.echo(f"sandbox running in {connection.state_dir}")
     click.echo(f"  postgresql  {connection.postgres_dsn}")
     click.echo(f"  zookeeper   {connection.zookeeper_hosts}")
@@ -176,7 +176,7 @@ def env(state_dir: Path | None) -> None:
             f"sandbox in {str(state_dir)!r} is not running ({', '.join(down)} down): "
             f"start it with {_restart_command(state_dir)!r}"
         )
-    click.echo(shell_exports(_lifecycle.load(state_dir).environment()), nl=False)
+    click.echo(shell_exports(_state.load(state_dir).environment()), nl=False)
 
 
 def _restart_command(state_dir: Path) -> str:
@@ -232,7 +232,7 @@ def standby(state_dir: Path | None, name: str) -> None:
     pg_stat_replication and a relay's standbys: setting name it), until 'down'.
     """
     state_dir = _locate.for_existing(state_dir)
-    primary = _lifecycle.load(state_dir)
+    primary = _state.load(state_dir)
     server = _servers.start_server(state_dir, name, primary_port=primary.ports["postgres"])
     click.echo(f"standby {name!r} running: {server.dsn()}")
 

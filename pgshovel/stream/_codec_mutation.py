@@ -27,6 +27,7 @@ __all__ = [
     "keys_piece",
     "mutation_encoder",
     "provenance_piece",
+    "provenance_reference_piece",
     "set_version_piece",
     "table_piece",
     "text_field",
@@ -43,6 +44,8 @@ _OLD, _NEW, _TIMESTAMP, _TRANSACTION, _SET_VERSION = b"\x32", b"\x3a", b"\x40", 
 _PROVENANCE = b"\x5a"
 _CURRENT_USER, _SESSION_USER, _APPLICATION, _CLIENT_ADDR = b"\x0a", b"\x12", b"\x1a", b"\x22"
 _QUERY_ID, _ANNOTATION = b"\x28", b"\x32"
+# Mutation.provenance_of
+_PROVENANCE_OF = b"\x60"
 #: Values shorter than this find their column framing ready-made.
 SHORT_VALUE = 128
 _ABSENT = object()
@@ -209,6 +212,12 @@ def provenance_piece(
         )
     )
     return length_prefixed(_PROVENANCE, body)
+
+
+def provenance_reference_piece(mutation_id: int) -> bytes:
+    """The ``provenance_of`` field of a Mutation (field 12, instead of ``provenance``): the
+    provenance of the earlier mutation ``mutation_id`` of the same transaction and batch."""
+    return _PROVENANCE_OF + signed(mutation_id) if mutation_id else b""
 
 
 def table_piece(schema: str, name: str) -> bytes:

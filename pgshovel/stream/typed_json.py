@@ -3,7 +3,9 @@
 Every value keeps its meaning and its precision (the README's "JSON mapping"
 table is this module's contract):
 
-* SQL NULL -> ``null``; ``boolean`` -> ``true``/``false``;
+* SQL NULL -> ``null``; ``boolean`` -> ``true``/``false``; a ``json``/``jsonb``
+  document that is JSON's ``null`` is ``null`` too (the mapping's one ambiguity:
+  the protocol value tells them apart);
 * integers (``smallint``, ``integer``, ``bigint``, ``oid`` ...) -> exact JSON numbers;
 * ``real``/``double precision`` -> JSON numbers, ``"NaN"``, ``"Infinity"``,
   ``"-Infinity"`` as strings (JSON has no such numbers);
@@ -12,7 +14,9 @@ table is this module's contract):
   with ``Z``; ``date`` -> ``"2024-01-02"``; years use astronomical numbering as
   ISO 8601 does (1 BC is ``0000``, 2 BC is ``-0001``; a year above 9999 gets a
   ``+``); ``infinity``/``-infinity`` stay those words; the fraction of a second
-  has no trailing zeros and is left out when zero;
+  has no trailing zeros and is left out when zero; the whole of PostgreSQL's
+  range (4714-11-24 BC to 294276-12-31, dates to 5874897-12-31) takes this form,
+  also the timestamps past 294247-01-10 that the protocol carries as text;
 * ``time`` -> ``"13:45:00"``, ``timetz`` -> ``"13:45:00+02:00"``;
 * ``interval`` -> ISO 8601 duration as PostgreSQL's ``iso_8601`` style prints it
   (``"P1Y2M3DT4H5M6.5S"``, ``"PT0S"``; every part keeps its own sign);
@@ -41,6 +45,7 @@ from typing import Any
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream._codec_calendar import civil_from_days
+from pgshovel.stream._codec_temporal import parse_timestamp
 
 __all__ = [
     "RawJSON",
@@ -182,6 +187,21 @@ def _timestamp(value: stream_pb2.Value) -> str:
     return format_timestamp(stamp.micros, stamp.with_zone, stamp.infinity)
 
 
+#: Types whose values the protocol may carry as text (``Value.other``) although the mapping
+#: has a form for them: timestamps past 294247-01-10 04:00:54.775807 do not fit the
+#: protocol's signed 64-bit microseconds, yet PostgreSQL stores them up to 294276.
+_TEXT_TIMESTAMPS = {"timestamp": False, "timestamptz": True}
+
+
+def _other(value: stream_pb2.Value) -> str:
+    other = value.other
+    with_zone = _TEXT_TIMESTAMPS.get(other.type)
+    if with_zone is None:
+        return other.text
+    micros, infinity = parse_timestamp(other.text, with_zone)
+    return format_timestamp(micros, with_zone, infinity)
+
+
 def _interval(value: stream_pb2.Value) -> str:
     interval = value.interval
     return format_interval(interval.months, interval.days, interval.micros)
@@ -205,7 +225,7 @@ _CONVERTERS: dict[str | None, Any] = {
     "bytes": lambda value: base64.b64encode(value.bytes).decode("ascii"),
     "json": lambda value: RawJSON(value.json),
     "array": lambda value: _array(value.array),
-    "other": lambda value: value.other.text,
+    "other": _other,
 }
 
 

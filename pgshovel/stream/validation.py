@@ -8,7 +8,8 @@ an error). Another publisher with an epoch below the highest seen, or one that
 was already replaced, is a fenced zombie: skipped, never applied. Otherwise it
 takes over, must start at sequence 0, and the previous publisher's open batch is
 discarded. Then the transition table, keyed by (state, operation), checks the
-framing Begin, Mutation*, Commit | Rollback, and recognises re-sent batches (a
+framing Begin, Mutation*, Commit | Rollback (resolving each mutation's reference
+to its transaction's provenance, ``pgshovel.stream.provenance``), and recognises re-sent batches (a
 PgQ batch id at or below the last one committed for its node) so that they are
 consumed but never emitted twice. A batch too large to hold whole is handed over
 in parts (``take_part``) as it arrives; if it then rolls back or its publisher is
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.batches import CommittedBatch, Marker, StreamPosition
+from pgshovel.stream.provenance import ProvenanceResolver
 
 __all__ = ["State", "StreamValidator", "ValidatorStatistics"]
 
@@ -90,6 +92,7 @@ class StreamValidator:
         self._begin: stream_pb2.Begin | None = None
         self._mutations: list[stream_pb2.Mutation] = []
         self._markers: list[Marker] = []
+        self._provenance = ProvenanceResolver()
         #: offset of the last message of the open batch
         self._last_offset = -1
         #: parts of the open batch handed over; its end must be reported (take_abandoned)
@@ -134,7 +137,9 @@ class StreamValidator:
         """Validate one message; return the batch it commits, if it is a Commit to emit.
 
         The returned batch shares its Begin and Mutations with the fed messages
-        (no copies): do not modify those messages afterwards.
+        (no copies): do not modify those messages afterwards. A mutation that refers
+        to its transaction's provenance (``provenance_of``) gets it in full, in place
+        (``pgshovel.stream.provenance``).
         """
         self.statistics.messages += 1
         if offset <= self._floor_offset:
@@ -277,13 +282,18 @@ class StreamValidator:
         self._begin = operation.begin
         self._mutations = []
         self._markers = []
+        self._provenance.reset()
         self._last_offset = offset
         self._state = State.OPEN
         return None
 
     def _on_mutation(self, offset: int, message: stream_pb2.Message) -> CommittedBatch | None:
         self._check_batch(offset, message)
-        self._mutations.append(message.operation.mutation)
+        mutation = message.operation.mutation
+        problem = self._provenance.resolve(mutation)
+        if problem:
+            raise self._error(f"{problem}; it was not written by a pgshovel relay", offset, message)
+        self._mutations.append(mutation)
         self._last_offset = offset
         return None
 
@@ -389,6 +399,7 @@ class StreamValidator:
         self._begin = None
         self._mutations = []
         self._markers = []
+        self._provenance.reset()
         self._state = State.IDLE
 
     def _error(self, problem: str, offset: int, message: stream_pb2.Message) -> StreamError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pgshovel._kafka_properties import client_properties
 from pgshovel.config_files import parse_yaml
-from pgshovel.relay.kafka import producer_settings
+from pgshovel.relay.producer import producer_settings
 from pgshovel.stream.reader import consumer_settings
 
 BROKER_09 = {"api.version.request": "false", "broker.version.fallback": "0.9.0.1"}

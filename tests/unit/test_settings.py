@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from pgshovel.cluster.sets import load_set_configuration
 from pgshovel.errors import ConfigurationError
 from pgshovel.relay import config as relay_config
 from pgshovel.replication.config import load_configuration
@@ -28,7 +31,7 @@ def _write(tmp_path: Path, text: str | bytes, name: str = "relay.yml") -> Path:
 
 def _error(path: Path) -> str:
     with pytest.raises(ConfigurationError) as raised:
-        relay_config.load(path)
+        relay_config.load_configuration(path)
     message = str(raised.value)
     assert "\n" not in message, "one line"
     assert message.startswith(f"{path}: "), "names the file"
@@ -45,7 +48,7 @@ def test_numbers_and_booleans_come_from_variables(
         RELAY + "metrics_port: ${TEST_PORT}\nfetch_size: ${TEST_FETCH}\ntick_interval: "
         "${TEST_UNSET:-0.5}\n",
     )
-    parsed = relay_config.load(path)
+    parsed = relay_config.load_configuration(path)
     assert (parsed.metrics_port, parsed.fetch_size, parsed.tick_interval) == (9188, 250, 0.5)
 
 
@@ -107,3 +110,53 @@ def test_replication_components_are_checked_too(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as raised:
         load_configuration(path)
     assert "loader.path: 'pgshovel.relay.kafka:KafkaWriter' is not a Loader" in str(raised.value)
+
+
+def _alias_bomb(levels: int = 8) -> str:
+    """About 450 bytes that expand to 10**levels strings through nested aliases."""
+    lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    for level in range(1, levels + 1):
+        lines.append(f"a{level}: &a{level} [" + ",".join([f"*a{level - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    message = _error(_write(tmp_path, RELAY + _alias_bomb()))
+    assert "expands to 1,234,567,917 values" in message and "anchors and aliases" in message
+
+
+def test_a_document_that_contains_itself_is_refused(tmp_path: Path) -> None:
+    message = _error(_write(tmp_path, RELAY + "metrics_host: &loop [x, *loop]\n"))
+    assert "refers to a node that contains it (line 4)" in message
+
+
+def test_a_set_file_alias_bomb_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, "database: {dsn: 'dbname=x'}\n" + _alias_bomb(), "set.yml")
+    with pytest.raises(ConfigurationError) as raised:
+        load_set_configuration(path)
+    assert str(raised.value).startswith(f"{path}: the document expands to ")
+
+
+def test_reused_anchors_within_the_limit_still_load(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "writer:\n  path: pgshovel.relay.kafka:KafkaWriter\n"
+        "  configuration: &kafka {bootstrap_servers: '127.0.0.1:9092'}\n"
+        "table_topics_kafka: *kafka\n",
+    )
+    assert "table_topics_kafka: unknown key" in _error(path)  # the alias was expanded
+
+
+def test_the_relay_refuses_an_alias_bomb_in_one_line(tmp_path: Path) -> None:
+    """pgshovel-relay reads its relay.yml before it connects anywhere: no service needed."""
+    path = _write(tmp_path, RELAY + _alias_bomb())
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("pgshovel-relay")), str(path), "orders"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"error: {path}: the document expands to ")
+    assert result.stderr.count("\n") == 1, result.stderr

@@ -25,10 +25,10 @@ from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication.copytext import decode_line, encode_value
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.provenance import stamp_of
 from pgshovel.source import TableShape, first_line
+from pgshovel.source.copytext import decode_line, encode_value
 from pgshovel.stream._codec_temporal import format_timestamp
 from pgshovel.stream.codec import to_text
 from pgshovel.stream.operations import OPERATION_NAMES

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from psycopg2.extensions import make_dsn
+from psycopg2.extensions import make_dsn, parse_dsn
 
 from pgshovel.cluster.versions import set_version
 from pgshovel.protocol import configuration_pb2
@@ -214,3 +214,48 @@ def test_invalid_requests_change_nothing(
         (f"pgshovel_{cluster_name}_app",),
     )[0][0]
     assert "'[]'" in definition
+
+
+def test_a_client_key_passphrase_stays_out_of_zookeeper_and_a_service_carries_it(
+    sandbox: SandboxConnection,
+    database: str,
+    cluster_name: str,
+    zookeeper: KazooClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """sslpassword= is a secret like password=: refused in a set's DSN, masked where shown;
+    the remedy the refusal names (a service in pg_service.conf) is carried out to the end."""
+    execute(database, SCHEMA)
+    ok(admin(sandbox, cluster_name, "cluster", "initialize"))
+    secret = "opensesame-" + cluster_name
+    in_dsn = write_set(
+        tmp_path, make_dsn(database, sslpassword=secret), [{"name": "orders"}], name="ssl.yml"
+    )
+    for extra in (["--dry-run"], []):
+        reason = failed(admin(sandbox, cluster_name, "set", "create", "app", in_dsn, *extra))
+        assert "holds a secret (sslpassword=...)" in reason and secret not in reason
+        assert "service=NAME" in reason and "pg_service.conf" in reason
+    assert zookeeper.exists(f"/{cluster_name}/sets/app") is None
+
+    # The remedy: the passphrase in a service definition on this machine, the set names it.
+    service_file = tmp_path / "pg_service.conf"
+    lines = [f"{key}={value}" for key, value in parse_dsn(database).items()]
+    service_file.write_text(
+        "[pgshovel_test]\n" + "\n".join([*lines, f"sslpassword={secret}"]) + "\n"
+    )
+    monkeypatch.setenv("PGSERVICEFILE", str(service_file))
+    by_service = write_set(tmp_path, "service=pgshovel_test", [{"name": "orders"}], name="s.yml")
+    ok(admin(sandbox, cluster_name, "set", "create", "app", by_service))
+    data, _ = zookeeper.get(f"/{cluster_name}/sets/app")
+    assert secret.encode() not in data
+    assert "public.orders: installed" in ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
+
+    # A set stored with one by an older pgshovel: masked in every listing, with a warning.
+    legacy = _read_set(zookeeper, cluster_name, "app")
+    legacy.database.dsn = make_dsn(database, sslpassword=secret)
+    zookeeper.set(f"/{cluster_name}/sets/app", legacy.SerializeToString())
+    shown = ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
+    shown += ok(admin(sandbox, cluster_name, "set", "list"))
+    shown += ok(admin(sandbox, cluster_name, "cluster", "inspect"))
+    assert secret not in shown and "keeps a secret (sslpassword=...)" in shown

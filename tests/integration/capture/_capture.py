@@ -13,7 +13,7 @@ from pgshovel.admin import planning, twophase
 from pgshovel.cluster import names
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import EventDecoder, QueueEvent
+from pgshovel.relay.events import QueueEvent, QueueEventDecoder
 from tests.integration.admin._admin import context
 
 SET = "capture"
@@ -63,7 +63,7 @@ def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:
                 ).format(sql.Identifier(schema, table))
             )
             events = [QueueEvent(*row) for row in cursor.fetchall()]
-        decoder = EventDecoder.for_queue(conn, cluster, names.queue_name(cluster, SET))
+        decoder = QueueEventDecoder.for_queue(conn, cluster, names.queue_name(cluster, SET))
         messages = []
         for event in events:
             message = stream_pb2.Message()

@@ -21,7 +21,7 @@ from kazoo.client import KazooClient
 from pgshovel.cluster import names
 from pgshovel.sandbox import SandboxConnection, restart_postgres
 from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+from tests.integration.relay._relay import RelayProcess, terminate, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, worker_state, write_replication_yml
 from ._targets import make_target, source_rows
@@ -51,23 +51,6 @@ class ResilientWriter(WriterThreads):
             )
         else:
             cursor.execute("DELETE FROM accounts WHERE id = %s", (key,))
-
-
-def terminate(dsn: str, application_name: str) -> int:
-    """Terminate every backend of ``application_name`` (prefix match) on the server."""
-    connection = psycopg2.connect(dsn)
-    try:
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name LIKE %s",
-                (application_name + "%",),
-            )
-            row = cursor.fetchone()
-    finally:
-        connection.close()
-    return int(row[0]) if row else 0
 
 
 def relay_epoch(zookeeper: KazooClient, cluster: str) -> int:

@@ -23,10 +23,10 @@ from psycopg2 import sql
 
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication import catalog
-from pgshovel.replication.copytext import decode_line
 from pgshovel.replication.targets.parquet import change_files, read_current_text
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape, connect
+from pgshovel.source.copytext import decode_line
 from tests.integration.relay._relay import read_topic, validated
 
 from ._scenario import Processes, Scenario

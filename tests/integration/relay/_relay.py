@@ -173,3 +173,20 @@ def simple(row: stream_pb2.Row) -> dict[str, Any]:
 
 
 __all__ = ["install"]
+
+
+def terminate(dsn: str, application_name: str) -> int:
+    """Terminate every backend of ``application_name`` (prefix match) on the server."""
+    connection = psycopg2.connect(dsn)
+    try:
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name LIKE %s",
+                (application_name + "%",),
+            )
+            row = cursor.fetchone()
+    finally:
+        connection.close()
+    return int(row[0]) if row else 0

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import psycopg2
@@ -15,7 +16,13 @@ import pytest
 
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import SET
-from tests.integration.relay._relay import RelayProcess, queue_drained, wait_for, write_relay_yml
+from tests.integration.relay._relay import (
+    RelayProcess,
+    install,
+    queue_drained,
+    wait_for,
+    write_relay_yml,
+)
 from tests.integration.relay.test_relay import prepare
 
 pytestmark = [pytest.mark.integration]
@@ -156,3 +163,64 @@ def test_tail_latest_follow_prints_only_new_batches(
     [line] = [json.loads(text) for text in output.splitlines()]
     assert line["operation"] == "INSERT" and line["new"]["note"] == "new"
     assert line["new"]["id"] >= 100
+
+
+MOMENTS = (
+    "CREATE TABLE moments ("
+    " id integer PRIMARY KEY, at timestamptz, local timestamp, day date, ats timestamptz[])"
+)
+ROWS = """
+INSERT INTO moments VALUES
+    (1, '294276-12-31 23:59:59.999999+00', '294276-12-31 23:59:59.999999', '5874897-12-31',
+     ARRAY['294247-01-10 04:00:54.775808+00', '2024-01-02 03:04:05+00']::timestamptz[]),
+    (2, '4714-11-24 00:00:00+00 BC', '4714-11-24 00:00:00 BC', '4714-11-24 BC', '{}'),
+    (3, 'infinity', '-infinity', '0001-01-01 BC', NULL);
+"""
+
+
+def test_tail_prints_the_whole_temporal_range_in_iso_form(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    tmp_path: Path,
+) -> None:
+    """Past 294247-01-10 a timestamp travels as text in the protocol: JSON keeps ISO 8601."""
+    connection = psycopg2.connect(database)
+    with connection, connection.cursor() as cursor:
+        cursor.execute(MOMENTS)
+    connection.close()
+    install(zookeeper, cluster_name, database, [{"name": "moments"}])
+    relay = RelayProcess(
+        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
+    )
+    try:
+        connection = psycopg2.connect(database)
+        with connection, connection.cursor() as cursor:
+            cursor.execute(ROWS)
+        connection.close()
+        wait_for(lambda: queue_drained(database, cluster_name), 60, "the relay to drain")
+    finally:
+        assert relay.stop() == 0, relay.output()
+    environment = {**os.environ, **sandbox.environment(), "PGSHOVEL_CLUSTER": cluster_name}
+    expected: dict[int, dict[str, Any]] = {
+        1: {
+            "at": "+294276-12-31T23:59:59.999999Z",
+            "local": "+294276-12-31T23:59:59.999999",
+            "day": "+5874897-12-31",
+            "ats": ["+294247-01-10T04:00:54.775808Z", "2024-01-02T03:04:05Z"],
+        },
+        2: {
+            "at": "-4713-11-24T00:00:00Z",
+            "local": "-4713-11-24T00:00:00",
+            "day": "-4713-11-24",
+            "ats": [],
+        },
+        3: {"at": "infinity", "local": "-infinity", "day": "0000-01-01", "ats": None},
+    }
+    lines = [json.loads(line) for line in _tail(environment).splitlines()]
+    inserted = {line["new"]["id"]: line["new"] for line in lines if line["operation"] == "INSERT"}
+    assert inserted == {key: {"id": key, **row} for key, row in expected.items()}
+    events = [json.loads(line) for line in _tail(environment, "--format", "debezium").splitlines()]
+    created = {event["after"]["id"]: event["after"] for event in events if event["op"] == "c"}
+    assert created == inserted

@@ -14,9 +14,9 @@ import pytest
 from psycopg2 import sql
 
 from pgshovel.replication import catalog
-from pgshovel.replication.copytext import decode_line
 from pgshovel.replication.targets import _arrow, _parquet_chunks
 from pgshovel.source import Chunk, KeyRange, checksum_query, chunk_condition, connect
+from pgshovel.source.copytext import decode_line
 
 from ._support import create_type_matrix
 

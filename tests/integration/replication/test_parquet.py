@@ -12,10 +12,10 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 
 from pgshovel.replication import catalog
-from pgshovel.replication.copytext import decode_line
 from pgshovel.replication.targets.parquet import read_changes, read_current
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import connect
+from pgshovel.source.copytext import decode_line
 from pgshovel.stream.publisher import Publisher
 
 from ._parquet_read import spark_texts

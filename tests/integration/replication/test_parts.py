@@ -68,6 +68,7 @@ def poisoned(batch: Batch, key: int) -> list[Any]:
     would stay in the target unless the attempt holding it is discarded."""
     poison = stream_pb2.Mutation()
     poison.CopyFrom(next(m for m in batch[3] if m.operation == stream_pb2.Mutation.INSERT))
+    poison.ClearField("provenance_of")  # it comes first: nothing before it to refer to
     for column in poison.new.columns:
         if column.name == "Id":
             column.value.int64 = key

@@ -55,8 +55,9 @@ Expected = dict[tuple[int, int], tuple[str, tuple[Any, ...] | None]]
 
 def stamp(messages: list[stream_pb2.Message]) -> None:
     """Stamp the mutations of ``messages`` in place: every fourth batch has no provenance
-    (a table captured without it), the others alternate two users and three applications;
-    batch ``ANNOTATED`` carries a request id, some have no client address or query id."""
+    (a table captured without it), the others alternate two users and three applications,
+    two mutations in a row alike; batch ``ANNOTATED`` carries a request id, some have no
+    client address or query id."""
     number, index = -1, 0
     for message in messages:
         operation = message.operation
@@ -66,13 +67,14 @@ def stamp(messages: list[stream_pb2.Message]) -> None:
         if not operation.HasField("mutation") or number % 4 == 3:
             continue
         index += 1
+        pair = (index + 1) // 2
         operation.mutation.provenance.CopyFrom(
             stream_pb2.Provenance(
-                current_user="alice" if index % 2 else "bob",
+                current_user="alice" if pair % 2 else "bob",
                 session_user="app_login",
                 application_name=f"app-{number % 3}",
-                client_addr="" if number % 5 == 1 else f"10.0.{number % 7}.{index}",
-                query_id=0 if number % 6 == 0 else -(number * 1000 + index),
+                client_addr="" if number % 5 == 1 else f"10.0.{number % 7}.{pair}",
+                query_id=0 if number % 6 == 0 else -(number * 1000 + pair),
                 annotation=f"request {number}\t✓" if number == ANNOTATED else "",
             )
         )
@@ -96,7 +98,27 @@ def stamped_stream(source: str, batches: int, seed: int) -> tuple[list[Any], Exp
             operation = stream_pb2.Mutation.Operation.Name(mutation.operation)
             expected[(identifier.id, mutation.id)] = (operation, None if found is None else found)
     assert len(expected) == sum(len(batch[3]) for batch in committed), "ids are unique"
+    assert refer(committed) > 0
     return stream_with_abandoned_attempts(committed), expected
+
+
+def refer(committed: list[Any]) -> int:
+    """Send a provenance once per run, as the relay does: a mutation whose provenance is
+    the previous one's refers to the mutation that carries it (``provenance_of``); the
+    worker's reader resolves it. Returns how many refer."""
+    referring = 0
+    for _, _, _, mutations in committed:
+        carrier: stream_pb2.Mutation | None = None
+        for mutation in mutations:
+            if not mutation.HasField("provenance"):
+                carrier = None
+            elif carrier is not None and mutation.provenance == carrier.provenance:
+                mutation.ClearField("provenance")
+                mutation.provenance_of = carrier.id
+                referring += 1
+            else:
+                carrier = mutation
+    return referring
 
 
 def audit_rows(dsn: str) -> list[tuple[Any, ...]]:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pgshovel.cluster.dsn import has_password, mask_dsn, refuse_password, stored_password_warning
+from pgshovel.cluster.dsn import (
+    MAINTAINED_SECRETS,
+    has_password,
+    libpq_secrets,
+    mask_dsn,
+    refuse_password,
+    secret_keywords,
+    stored_password_warning,
+)
 from pgshovel.errors import ConfigurationError
 
 
@@ -40,3 +48,31 @@ def test_stored_passwords_are_flagged() -> None:
     warning = stored_password_warning("orders", "host=db password=hunter2")
     assert warning is not None and "hunter2" not in warning
     assert "'orders'" in warning and "pgshovel-admin set update" in warning
+
+
+def test_libpq_names_its_secret_keywords() -> None:
+    """The list comes from the libpq psycopg2 runs with, not only from pgshovel's own list."""
+    assert {"password", "sslpassword"} <= libpq_secrets()
+    assert libpq_secrets() <= secret_keywords()
+    assert MAINTAINED_SECRETS <= secret_keywords()
+    assert not {"user", "sslkey", "passfile", "service"} & secret_keywords()
+
+
+def test_every_secret_keyword_is_masked() -> None:
+    masked = mask_dsn("host=db sslkey=/k.pem sslpassword=opensesame")
+    assert "opensesame" not in masked and "sslkey=/k.pem" in masked
+    masked = mask_dsn("postgresql://app:hunter2@db/app?sslpassword=opensesame")
+    assert "opensesame" not in masked and "hunter2" not in masked
+
+
+def test_a_set_dsn_with_an_sslpassword_is_refused_like_a_password() -> None:
+    assert has_password("host=db sslpassword=opensesame")
+    assert has_password("postgresql://app@db/app?sslpassword=opensesame")
+    with pytest.raises(ConfigurationError) as raised:
+        refuse_password("orders", "host=db sslkey=/k.pem sslpassword=opensesame")
+    message = str(raised.value)
+    assert message.startswith("set 'orders': database.dsn ")
+    assert "holds a secret (sslpassword=...)" in message and "opensesame" not in message
+    assert "service=NAME" in message and "pg_service.conf" in message
+    warning = stored_password_warning("orders", "host=db sslpassword=opensesame")
+    assert warning is not None and "opensesame" not in warning and "sslpassword" in warning

@@ -30,3 +30,28 @@ def test_longest_names_still_fit_postgres_identifiers() -> None:
     assert len(names.truncate_trigger_name(cluster, set_name)) <= 63
     with pytest.raises(ConfigurationError, match="at most 20"):
         names.validate_cluster_name(cluster + "c")
+
+
+@pytest.mark.parametrize(
+    ("tables", "expected"),
+    [
+        # schema a's table b and public's table "a.b": both '[prefix.]a.b' under any prefix
+        ([("a", "b"), ("public", "a.b")], (("a", "b"), ("public", "a.b"), "a.b")),
+        ([("public", "a.b"), ("x", "y"), ("a", "b")], (("public", "a.b"), ("a", "b"), "a.b")),
+        # a dotted schema name against a dotted table name in another schema
+        ([("a.b", "c"), ("a", "b.c")], (("a.b", "c"), ("a", "b.c"), "a.b.c")),
+        ([("public", "t"), ("s", "t"), ("public", "T")], None),
+        ([("a", "b"), ("a", "b.c"), ("public", "b")], None),
+        ([], None),
+    ],
+)
+def test_tables_whose_table_topics_share_a_name_under_any_prefix(
+    tables: list[tuple[str, str]],
+    expected: tuple[tuple[str, str], tuple[str, str], str] | None,
+) -> None:
+    assert names.colliding_tables(tables) == expected
+
+
+def test_table_topic_suffix_leaves_public_out() -> None:
+    assert names.table_topic_suffix("public", "items") == "items"
+    assert names.table_topic_suffix("sales", "orders") == "sales.orders"

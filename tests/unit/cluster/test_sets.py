@@ -105,6 +105,21 @@ def test_invalid_documents_name_the_file_and_key(document: object, message: str)
     assert str(caught.value).startswith("sets/app.yml: ")
 
 
+def test_two_tables_that_would_share_a_table_topic_are_refused() -> None:
+    """``a.b`` (schema a) and ``public."a.b"`` publish into ``<prefix>.a.b`` whatever the
+    relay's prefix: refused when the set is created or updated, naming both."""
+    tables: list[dict[str, str]] = [{"name": "b", "schema": "a"}, {"name": "orders"}]
+    document = {"database": {"dsn": "dbname=app"}, "tables": [*tables, {"name": "a.b"}]}
+    with pytest.raises(ConfigurationError) as caught:
+        parse_set_document(document, "sets/app.yml")
+    assert str(caught.value) == (
+        "sets/app.yml: tables: 'a'.'b' and 'public'.'a.b' would publish into the same kafka "
+        "table topic ('[prefix.]a.b'); rename one of them or leave one out of the set"
+    )
+    document["tables"] = tables
+    assert len(parse_set_document(document, "sets/app.yml").tables) == 2
+
+
 def test_invalid_text_format_names_the_file(tmp_path: Path) -> None:
     path = _write(tmp_path, "database { dsn: 3 ", name="bad.textproto")
     with pytest.raises(ConfigurationError, match=r"bad\.textproto: invalid protobuf text format"):

@@ -8,7 +8,7 @@ from typing import cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgshovel.relay.chunk_window import WindowTracker, relay_attempt_prefix, surviving
+from pgshovel.relay.table_topics import WindowTracker, relay_attempt_prefix, surviving
 from pgshovel.replication.incremental import attempt_prefix
 
 ITEMS = ("public", "items")
@@ -132,3 +132,16 @@ def test_a_high_watermark_without_its_low_one_makes_the_chunk_stale() -> None:
     flight = tracker.open("relay-a.8", ITEMS)
     assert batch(tracker, ("key", (ITEMS, {b"1"})), ("mark", "relay-a.8:high")) == ["relay-a.8"]
     assert flight.invalid == "its low watermark was not seen"
+
+
+def test_the_relay_follows_the_watermark_names_a_chunk_reader_writes() -> None:
+    # One spelling for the reader (pgshovel.source.read_chunk writes chunk.low / chunk.high)
+    # and for both followers of the stream (this tracker, the worker's incremental snapshots).
+    from pgshovel.source import Chunk, KeyRange, TableShape
+
+    table = TableShape("public", "items", (), ("id",))
+    chunk = Chunk("relay-a.7", "queue", KeyRange(table, 0, None, None))
+    tracker = WindowTracker()
+    flight = tracker.open(chunk.attempt, ITEMS)
+    assert (flight.low, flight.high) == (chunk.low, chunk.high)
+    assert batch(tracker, ("mark", chunk.low), ("mark", chunk.high)) == ["relay-a.7"]

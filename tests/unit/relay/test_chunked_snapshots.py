@@ -11,10 +11,13 @@ import pytest
 
 from pgshovel.errors import ConfigurationError
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.relay.chunked_snapshots import ChunkedSnapshots
-from pgshovel.relay.snapshot_progress import Progress
-from pgshovel.relay.table_snapshot import ChunkRead
-from pgshovel.relay.table_topics import Record, TableTopicTranslator
+from pgshovel.relay.table_topics import (
+    ChunkedSnapshots,
+    ChunkRead,
+    Progress,
+    Record,
+    TableTopicTranslator,
+)
 from pgshovel.source import Column, TableShape
 from pgshovel.stream.codec import to_value
 from pgshovel.stream.typed_json import dumps

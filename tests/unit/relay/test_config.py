@@ -16,7 +16,7 @@ WRITER = {
 
 
 def test_defaults() -> None:
-    parsed = config.parse({"writer": WRITER}, "relay.yml")
+    parsed = config.parse_configuration({"writer": WRITER}, "relay.yml")
     assert parsed.on_error == "exit"
     assert 0 < parsed.tick_interval < 1, "sub-second ticks by default"
     assert parsed.metrics_port is None
@@ -37,7 +37,7 @@ def test_defaults() -> None:
 )
 def test_errors_name_the_key(document: object, fragment: str) -> None:
     with pytest.raises(ConfigurationError) as raised:
-        config.parse(document, "relay.yml")
+        config.parse_configuration(document, "relay.yml")
     assert str(raised.value).startswith("relay.yml:")
     assert fragment in str(raised.value)
 
@@ -54,7 +54,7 @@ def test_load_expands_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
     monkeypatch.setenv("TEST_BOOTSTRAP", "127.0.0.1:1234")
     monkeypatch.delenv("TEST_FALLBACK", raising=False)
-    parsed = config.load(path)
+    parsed = config.load_configuration(path)
     assert parsed.writer.configuration["bootstrap_servers"] == "127.0.0.1:1234"
     assert parsed.writer.configuration["properties"] == {"broker.version.fallback": "0.10.0"}
     assert parsed.on_error == "log"
@@ -65,14 +65,14 @@ def test_missing_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     path.write_text("writer: {path: '${NOT_SET_ANYWHERE}'}\n")
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     with pytest.raises(ConfigurationError, match="'NOT_SET_ANYWHERE' is not set"):
-        config.load(path)
+        config.load_configuration(path)
 
 
 def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "relay.yml"
     path.write_text("writer: [unclosed\n")
     with pytest.raises(ConfigurationError, match=r"relay\.yml: invalid YAML"):
-        config.load(path)
+        config.load_configuration(path)
 
 
 def test_table_topics_are_configured_under_the_writer() -> None:
@@ -84,7 +84,16 @@ def test_table_topics_are_configured_under_the_writer() -> None:
             "table_topics": {"prefix": "shop", "format": "debezium", "database": "orders"},
         },
     }
-    built = config.parse({"writer": writer}, "relay.yml").writer.build()
+    writer["configuration"]["table_topics"]["exclude"] = [  # type: ignore[index]
+        {"name": "transaction"},
+        {"schema": "a", "name": "b"},
+    ]
+    built = config.parse_configuration({"writer": writer}, "relay.yml").writer.build()
+    excluded = built.table_topics.exclude  # type: ignore[attr-defined]
+    assert [(entry.schema_, entry.name) for entry in excluded] == [
+        ("public", "transaction"),
+        ("a", "b"),
+    ]
     assert built.set_topic is False  # type: ignore[attr-defined]
     assert built.table_topics.format == "debezium"  # type: ignore[attr-defined]
     assert built.table_topics.prefix == "shop"  # type: ignore[attr-defined]
@@ -97,6 +106,8 @@ def test_table_topics_are_configured_under_the_writer() -> None:
         ({"snapshots": True}, "table_topics.snapshots: unknown key"),
         ({"partitions": 0}, "table_topics.partitions: must be >= 1"),
         ({"snapshot_chunk_rows": 0}, "table_topics.snapshot_chunk_rows: must be >= 1"),
+        ({"exclude": [{"schema": "public"}]}, "table_topics.exclude[0]: missing 'name'"),
+        ({"exclude": [{"name": "t", "table": "t"}]}, "table_topics.exclude[0].table: unknown"),
     ],
 )
 def test_table_topic_mistakes_name_the_key(table_topics: object, fragment: str) -> None:
@@ -105,7 +116,7 @@ def test_table_topic_mistakes_name_the_key(table_topics: object, fragment: str) 
         "configuration": {"bootstrap_servers": "b:9092", "table_topics": table_topics},
     }
     with pytest.raises(ConfigurationError) as raised:
-        config.parse({"writer": writer}, "relay.yml")
+        config.parse_configuration({"writer": writer}, "relay.yml")
     assert fragment in str(raised.value)
 
 
@@ -115,7 +126,7 @@ def test_a_writer_that_publishes_nothing_is_refused() -> None:
         "configuration": {"bootstrap_servers": "b:9092", "set_topic": False},
     }
     with pytest.raises(ConfigurationError, match="publishes nothing"):
-        config.parse({"writer": writer}, "relay.yml").writer.build()
+        config.parse_configuration({"writer": writer}, "relay.yml").writer.build()
 
 
 def test_the_transaction_topic_needs_the_debezium_format() -> None:
@@ -127,4 +138,4 @@ def test_the_transaction_topic_needs_the_debezium_format() -> None:
         },
     }
     with pytest.raises(ConfigurationError, match="transaction_topic needs format: debezium"):
-        config.parse({"writer": writer}, "relay.yml")
+        config.parse_configuration({"writer": writer}, "relay.yml")

@@ -1,4 +1,4 @@
-"""Mutation events encoded to bytes (EventDecoder.encode_mutation) are the built Mutations'."""
+"""Mutation events encoded to bytes (QueueEventDecoder.encode_mutation) are the built Mutations'."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import EventDecoder, QueueEvent, build_mutation
+from pgshovel.relay.events import QueueEvent, QueueEventDecoder, build_mutation
+from pgshovel.stream.provenance import ProvenanceResolver
 from tests.unit.relay.test_events import _decoder
 from tests.unit.stream.test_codec_fill import SAMPLES
 
@@ -70,7 +71,7 @@ def _queue_event(
     return QueueEvent(**values)
 
 
-def _encoded(decoder: EventDecoder, event: QueueEvent) -> bytes:
+def _encoded(decoder: QueueEventDecoder, event: QueueEvent) -> bytes:
     encoded = decoder.encode_mutation(tuple(event))
     assert encoded is not None
     return encoded
@@ -263,6 +264,12 @@ def test_a_statements_later_events_take_their_transactions_previous_provenance()
         stream_pb2.Mutation.FromString(_encoded(decoder, e))
         for e in (event(1, 900, first), event(2, 901, other), event(3, 900, 1), event(4, 901, 1))
     ]
+    # The later events refer to their transaction's first one instead of copying it...
+    assert [m.provenance_of for m in decoded] == [0, 0, 1, 2]
+    assert not decoded[2].HasField("provenance")
+    # ...which a reader resolves (the stream validator does) into the same provenance.
+    resolver = ProvenanceResolver()
+    assert all(resolver.resolve(m) == "" for m in decoded)
     assert [(m.provenance.session_user, m.provenance.annotation) for m in decoded] == [
         ("alice", "req-1"),
         ("bob", ""),
@@ -270,6 +277,29 @@ def test_a_statements_later_events_take_their_transactions_previous_provenance()
         ("bob", ""),
     ]
     assert decoded[2].provenance == decoded[0].provenance
+
+
+def test_a_transactions_provenance_is_written_once_per_framing_of_its_batch() -> None:
+    """Row triggers write the object on every event: still sent once, then referred to; a
+    different provenance in the same transaction is sent in full; a batch published again
+    (a retry decodes it from its first event) carries it in full again."""
+    decoder, _ = _decoder({("Sales", "Or ders"): MIXED})
+    big = {"s": "alice", "n": "x" * 100_000}
+    changed = {"s": "alice", "n": "req-2"}
+
+    def event(event_id: int, third: Any) -> QueueEvent:
+        data = json.dumps([None, {"id": str(event_id)}, third])
+        return _queue_event("I", None, None, event_id=event_id, txid=900, data=data)
+
+    events = [event(1, big), event(2, big), event(3, 1), event(4, changed), event(5, big)]
+    for _attempt in range(2):
+        encoded = [_encoded(decoder, e) for e in events]
+        decoded = [stream_pb2.Mutation.FromString(piece) for piece in encoded]
+        assert [m.provenance_of for m in decoded] == [0, 1, 1, 0, 0]
+        assert sum(map(len, encoded)) < 2 * 100_000 + 1_000
+        resolver = ProvenanceResolver()
+        assert all(resolver.resolve(m) == "" for m in decoded)
+        assert [len(m.provenance.annotation) for m in decoded] == [100_000] * 3 + [5, 100_000]
 
 
 def test_a_provenance_reference_without_its_transactions_earlier_event_is_an_error() -> None:

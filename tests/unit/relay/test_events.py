@@ -8,7 +8,7 @@ import pytest
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import EventDecoder, QueueEvent, build_mutation
+from pgshovel.relay.events import QueueEvent, QueueEventDecoder, build_mutation
 from pgshovel.relay.schema import HistoryEntry, SchemaTracker
 from pgshovel.source import Column, TableInfo
 
@@ -109,10 +109,10 @@ class History:
 
 def _decoder(
     tables: dict[tuple[str, str], dict[str, str]], history: History | None = None
-) -> tuple[EventDecoder, Catalog]:
+) -> tuple[QueueEventDecoder, Catalog]:
     catalog = Catalog(tables)
     tracker = SchemaTracker(catalog, history or History(), "sales")  # type: ignore[arg-type]
-    return EventDecoder(tracker), catalog
+    return QueueEventDecoder(tracker), catalog
 
 
 UPDATE = '[{"note": "a", "id": "1", "price": "1.50"}, {"note": null, "id": "2", "price": "NaN"}]'

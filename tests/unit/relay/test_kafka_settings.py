@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgshovel.relay.kafka import producer_settings
+from pgshovel.relay.producer import producer_settings
 
 
 def test_modern_broker_gets_the_idempotent_producer() -> None:
@@ -60,11 +60,11 @@ def test_a_failed_flush_does_not_poison_the_next_attempt(monkeypatch: pytest.Mon
     """After a broker outage the writer is usable again: purge reports are forgotten."""
     from pgshovel.errors import BrokerUnavailable
     from pgshovel.protocol import stream_pb2
-    from pgshovel.relay import kafka
+    from pgshovel.relay import producer as producer_module
     from pgshovel.relay.kafka import KafkaWriter
 
     # The partition check has its own test; here the topic passes it.
-    monkeypatch.setattr(kafka, "topic_partitions", lambda *_arguments: 1)
+    monkeypatch.setattr(producer_module, "topic_partitions", lambda *_arguments: 1)
 
     # Nothing listens on port 9: every message stays queued until the flush gives up.
     writer = KafkaWriter("127.0.0.1:9", topic="t", flush_timeout=0.2)
@@ -88,12 +88,12 @@ def test_a_table_topic_data_error_leaves_nothing_on_the_set_topic(
     the push that failed (table records come first, so the error comes before them)."""
     from pgshovel.errors import SchemaError
     from pgshovel.protocol import stream_pb2
-    from pgshovel.relay import kafka
+    from pgshovel.relay import producer as producer_module
     from pgshovel.relay.config import TableTopics
     from pgshovel.relay.kafka import KafkaWriter
     from pgshovel.stream.codec import to_value
 
-    monkeypatch.setattr(kafka, "topic_partitions", lambda *_arguments: 1)
+    monkeypatch.setattr(producer_module, "topic_partitions", lambda *_arguments: 1)
     writer = KafkaWriter("127.0.0.1:9", table_topics=TableTopics(snapshot=False), flush_timeout=0.2)
     writer.bind("c.s")
     begin = stream_pb2.Message()
@@ -106,11 +106,11 @@ def test_a_table_topic_data_error_leaves_nothing_on_the_set_topic(
     mutation.new.columns.add(name="id", value=to_value("int4", "1"))
     produced: list[str | None] = []
     monkeypatch.setattr(
-        writer, "_delivered", lambda _error, message: produced.append(message.topic())
+        writer.producer, "_delivered", lambda _error, message: produced.append(message.topic())
     )
     with pytest.raises(SchemaError, match="is not a legal kafka topic name"):
         writer.push([begin, bad])
-    producer = writer._producer
+    producer = writer.producer._producer
     assert producer is not None
     # Every message still queued is reported (as purged) through the delivery callback.
     producer.purge(in_queue=True, in_flight=True)

@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
-from pgshovel.errors import CodecError
+from pgshovel.cluster.watch import SetWatch
+from pgshovel.errors import CodecError, MessageTooLarge
 from pgshovel.protocol import stream_pb2
+from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration, TableConfiguration
 from pgshovel.relay import events
 from pgshovel.relay import relay as relay_module
 from pgshovel.relay.metrics import RelayMetrics
-from pgshovel.relay.relay import BatchPublisher, SetState, _tick_message
+from pgshovel.relay.relay import BatchPublisher, _tick_message
 from pgshovel.relay.schema import SchemaTracker, TableState, plan_of
 from pgshovel.source import Column
 from pgshovel.stream.publisher import Publisher
@@ -50,8 +52,8 @@ class Schemas(SchemaTracker):
         return TableState(None, plan_of(columns), frozenset(TYPES))
 
 
-def Catalog() -> events.EventDecoder:
-    return events.EventDecoder(Schemas())
+def Catalog() -> events.QueueEventDecoder:
+    return events.QueueEventDecoder(Schemas())
 
 
 class Queue:
@@ -129,6 +131,10 @@ def _batch(number: int) -> BatchInfo:
     return BatchInfo(number, TickInfo(1, "10:12:11", 5), TickInfo(2, "12:14:", 6))
 
 
+#: the set as the relay watches it (its version is stamped on Begin)
+SET = SetWatch.fixed("set", ReplicationSetConfiguration(tables=[TableConfiguration(name="orders")]))
+
+
 def test_the_stand_ins_satisfy_the_contracts() -> None:
     assert isinstance(Queue([]), QueueReader)
     assert isinstance(Writer(), StreamWriter)
@@ -141,7 +147,7 @@ def _publisher(queue: Queue, writer: Writer, decoder: EventDecoder) -> BatchPubl
         writer,
         decoder,
         NODE,
-        SetState("v1"),
+        SET,
         RelayMetrics(),
         epoch=4,
     )
@@ -165,7 +171,7 @@ def test_decoding_in_place_publishes_the_same_stream_as_framing_copies() -> None
         stream_pb2.BatchIdentifier(id=7, node=NODE),
         _tick_message(batch.start),
         _tick_message(batch.end),
-        "v1",
+        SET.version,
         [decoder.decode(row) for chunk in chunks for row in chunk],  # type: ignore[arg-type]
     )
     assert [_without_stamps(m) for m in in_place.stream] == [_without_stamps(m) for m in copied]
@@ -205,6 +211,45 @@ def test_a_row_failing_to_decode_after_a_push_is_rolled_back_without_a_gap(
     assert [m.header.sequence for m in writer.stream] == list(range(7))
     assert len({m.header.publisher for m in writer.stream}) == 1
     assert good.finished == [7]
+
+
+@pytest.mark.parametrize("dropped", [False, True], ids=["refused-before", "refused-by-broker"])
+def test_a_message_too_large_rolls_back_or_abandons_the_batch(
+    monkeypatch: pytest.MonkeyPatch, dropped: bool
+) -> None:
+    """Refused before the push reached the set topic: a Rollback at the next sequence. Refused
+    after it was sent (the producer dropped the rest): a new publisher identity."""
+    monkeypatch.setattr(relay_module, "PUSH_CHUNK", 2)
+
+    class Refusing(Writer):
+        refuse = True
+
+        def push(self, messages: Sequence[stream_pb2.Message]) -> None:
+            if self.refuse and any(m.operation.mutation.id == 3 for m in messages):
+                self.refuse = False
+                raise MessageTooLarge("too large", dropped=dropped)
+            super().push(messages)
+
+    writer = Refusing()
+    queue = Queue([[_row(1), _row(2)], [_row(3), _row(4)]])
+    publisher = _publisher(queue, writer, Catalog())
+    with pytest.raises(MessageTooLarge):
+        publisher.publish(_batch(7))
+    assert queue.finished == []
+    publisher.publish(_batch(7))
+    kinds = [m.operation.WhichOneof("operation") for m in writer.stream]
+    sequences = [m.header.sequence for m in writer.stream]
+    if dropped:
+        assert kinds == ["begin", "mutation", "mutation"] + ["begin"] + ["mutation"] * 4 + [
+            "commit"
+        ]
+        assert sequences == [0, 1, 2, *range(6)]
+        assert len({m.header.publisher for m in writer.stream}) == 2
+    else:
+        assert kinds[:4] == ["begin", "mutation", "mutation", "rollback"]
+        assert sequences == list(range(10))
+        assert len({m.header.publisher for m in writer.stream}) == 1
+    assert queue.finished == [7]
 
 
 def test_one_flush_per_batch_and_finish_only_after_it() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.events import EventDecoder
+from pgshovel.relay.events import QueueEventDecoder
 from pgshovel.relay.schema import HistoryEntry, SchemaTracker
 from tests.unit.relay.test_events import OIDS, Catalog, History
 
@@ -61,15 +61,15 @@ def insert(event_id: int, row: dict[str, str | None], table: str = "t") -> tuple
     return event(event_id, "I", json.dumps([None, row]), table)
 
 
-def decode(decoder: EventDecoder, item: tuple[Any, ...]) -> stream_pb2.Message:
+def decode(decoder: QueueEventDecoder, item: tuple[Any, ...]) -> stream_pb2.Message:
     message = stream_pb2.Message()
     decoder.decode_into(item, message)
     return message
 
 
-def _decoder(history: list[HistoryEntry] | None = None) -> EventDecoder:
+def _decoder(history: list[HistoryEntry] | None = None) -> QueueEventDecoder:
     catalog = Catalog({("public", "t"): {"id": "int8", "a": "int8", "s": "text"}})
-    return EventDecoder(SchemaTracker(catalog, History(history), "sales"))  # type: ignore[arg-type]
+    return QueueEventDecoder(SchemaTracker(catalog, History(history), "sales"))  # type: ignore[arg-type]
 
 
 def test_an_announcement_becomes_a_schema_change_with_the_shape() -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pgshovel.errors import StreamError
-from pgshovel.relay.snapshot_progress import Progress, parse_progress
+from pgshovel.relay.table_topics import Progress, parse_progress
 
 
 def test_progress_advances_chunk_by_chunk_and_round_trips() -> None:

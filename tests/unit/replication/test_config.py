@@ -78,6 +78,10 @@ def test_spark_defaults_to_local(tmp_path: Path) -> None:
             r"loader.path: .* is not a Loader",
         ),
         (("target:\n", "targets:\n"), r"targets: unknown key"),
+        (
+            ("target:\n", "on_error: ignore\ntarget:\n"),
+            r"on_error: expected one of \['exit', 'log'\], got 'ignore'",
+        ),
     ],
 )
 def test_errors_name_file_and_key(tmp_path: Path, change: tuple[str, str], message: str) -> None:
@@ -100,3 +104,9 @@ def test_example_file_is_valid() -> None:
     # No web UI: the worker's default, which the example leaves alone.
     assert "spark.ui.enabled" not in configuration.spark.conf
     assert session_conf(configuration.spark)["spark.ui.enabled"] == "false"
+
+
+def test_on_error_defaults_to_exit_and_accepts_log(tmp_path: Path) -> None:
+    assert load_configuration(write(tmp_path, VALID)).on_error == "exit"
+    configuration = load_configuration(write(tmp_path, VALID + "on_error: log\n"))
+    assert (configuration.on_error, configuration.retry_interval) == ("log", 2.0)

@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from pgshovel.errors import CodecError, SchemaError
 from pgshovel.protocol import stream_pb2
-from pgshovel.replication import copytext
 from pgshovel.replication.copyrows import RowText, encode_value, row_text
-from pgshovel.source import Column, TableShape
+from pgshovel.source import Column, TableShape, copytext
 from pgshovel.stream import codec
 
 Value = stream_pb2.Value

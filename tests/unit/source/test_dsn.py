@@ -73,16 +73,20 @@ WRITER = {
 
 def test_relay_yml_takes_a_source_connection_and_never_shows_it() -> None:
     assert (
-        relay_config.parse({"writer": WRITER}, "relay.yml").source_connection.get_secret_value()
+        relay_config.parse_configuration(
+            {"writer": WRITER}, "relay.yml"
+        ).source_connection.get_secret_value()
         == ""
     )
-    parsed = relay_config.parse(
+    parsed = relay_config.parse_configuration(
         {"writer": WRITER, "source_connection": "user=relay password=hunter2"}, "relay.yml"
     )
     assert parsed.source_connection.get_secret_value() == "user=relay password=hunter2"
     assert "hunter2" not in repr(parsed) + str(parsed)
     with pytest.raises(ConfigurationError) as raised:
-        relay_config.parse({"writer": WRITER, "source_connection": "hunter2"}, "relay.yml")
+        relay_config.parse_configuration(
+            {"writer": WRITER, "source_connection": "hunter2"}, "relay.yml"
+        )
     message = str(raised.value)
     assert message.startswith("relay.yml: source_connection: expected libpq keywords")
     assert "hunter2" not in message

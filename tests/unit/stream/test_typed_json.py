@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream.codec import to_value
+from pgshovel.stream.codec import encoder_for, to_value
 from pgshovel.stream.typed_json import RawJSON, dumps, key_object, row_object, to_json
 
 
@@ -102,3 +103,40 @@ def test_json_with_escapes_is_embedded_verbatim(text: str) -> None:
     out = dumps([RawJSON(text), "\\u0000 looks like a mark", {"k": RawJSON(text)}])
     assert out == f'[{text.strip()},"\\\\u0000 looks like a mark",{{"k":{text.strip()}}}]'
     assert json.loads(out)[0] == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    ("type_name", "text", "expected"),
+    [
+        # Past 294247-01-10 04:00:54.775807 the protocol carries the text; JSON keeps its form.
+        ("timestamptz", "294276-12-31 23:59:59.999999+00", "+294276-12-31T23:59:59.999999Z"),
+        ("timestamp", "294276-12-31 23:59:59.999999", "+294276-12-31T23:59:59.999999"),
+        ("timestamptz", "294247-01-10 04:00:54.775808+00", "+294247-01-10T04:00:54.775808Z"),
+        ("timestamptz", "294247-01-10 04:00:54.775807+00", "+294247-01-10T04:00:54.775807Z"),
+        ("timestamp", "4714-11-24 00:00:00 BC", "-4713-11-24T00:00:00"),
+        ("timestamptz", "4714-11-24 00:00:00+00 BC", "-4713-11-24T00:00:00Z"),
+        ("date", "5874897-12-31", "+5874897-12-31"),
+        ("date", "4714-11-24 BC", "-4713-11-24"),
+        ("date", "0001-01-01", "0001-01-01"),
+        (
+            "_timestamptz",
+            '{"294276-12-31 23:59:59+00",infinity}',
+            ["+294276-12-31T23:59:59Z", "infinity"],
+        ),
+    ],
+)
+def test_the_whole_postgresql_range_takes_the_iso_form(
+    type_name: str, text: str, expected: object
+) -> None:
+    assert to_json(to_value(type_name, text)) == expected
+    encoded = stream_pb2.Value.FromString(encoder_for(type_name)(text))
+    assert to_json(encoded) == expected, "the relay's encoder: the same JSON"
+
+
+def test_a_json_null_document_and_sql_null_are_the_mapping_s_one_ambiguity() -> None:
+    """Documented in the README's JSON mapping; the protocol value keeps them apart."""
+    document, missing = to_value("jsonb", "null"), to_value("jsonb", None)
+    assert document != missing
+    assert dumps([to_json(document), to_json(missing)]) == "[null,null]"
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    assert "The mapping's one ambiguity: a `json` or `jsonb` value that is the JSON" in readme

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgshovel.replication.copytext import decode_line, encode_row
+from pgshovel.source.copytext import decode_line, encode_row
 
 
 def test_special_characters_are_escaped() -> None:

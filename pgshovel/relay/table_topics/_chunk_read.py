@@ -25,7 +25,6 @@ from psycopg2.extensions import connection as Connection
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.errors import ProgrammingError
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.replication.copytext import decode_line
 from pgshovel.source import (
     Catalog,
     Chunk,
@@ -40,6 +39,7 @@ from pgshovel.source import (
     read_chunk,
     translating,
 )
+from pgshovel.source.copytext import decode_line
 from pgshovel.stream.codec import to_value
 from pgshovel.stream.typed_json import dumps, key_object
 

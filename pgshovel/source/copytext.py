@@ -2,7 +2,9 @@
 
 Values are PostgreSQL text forms (None is NULL). Encoding escapes backslash,
 tab, newline and carriage return and writes NULL as ``\\N``; decoding undoes
-every escape COPY may write, octal and hex included. Pure functions.
+every escape COPY may write, octal and hex included. Pure functions, used
+wherever source rows travel as COPY text: the relay's table-topic chunk reads,
+the worker's loaders and targets.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pgshovel.source import Watermarked
+
 __all__ = ["Flight", "WindowTracker", "relay_attempt_prefix", "surviving"]
 
 Identity = tuple[str, str]
@@ -37,7 +39,7 @@ def relay_attempt_prefix(cluster: str, set_name: str) -> str:
 
 
 @dataclass
-class Flight:
+class Flight(Watermarked):
     """One chunk attempt being read, and what the stream did to its table meanwhile."""
 
     attempt: str
@@ -50,14 +52,6 @@ class Flight:
     changed: set[bytes] = field(default_factory=set)
     #: oids of relations a schema change touched in the window (a rename shows the new name)
     relations: set[int] = field(default_factory=set)
-
-    @property
-    def low(self) -> str:
-        return f"{self.attempt}:low"
-
-    @property
-    def high(self) -> str:
-        return f"{self.attempt}:high"
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Table topics (Bottled Water's model): a set's mutations as keyed messages, one topic per table.
 
-Pure translation, no I/O: the Kafka writer (``pgshovel.relay.kafka``) produces
-what ``TableTopicTranslator`` returns, in order, and reads a topic back for a
-TRUNCATE.
+Pure translation, no I/O: the table-topics output
+(``pgshovel.relay.table_topics._output``) produces what ``TableTopicTranslator``
+returns, in order, and reads a topic back for a TRUNCATE.
 
 * Topic: ``[prefix.][schema.]table``, the schema left out for ``public``. A
   name Kafka cannot take (characters other than ``[A-Za-z0-9._-]``, more than
@@ -12,15 +12,15 @@ TRUNCATE.
   compaction and the producer's key partitioner keep per-key order.
 * Value, ``format: json``: the row as typed JSON (``pgshovel.stream.typed_json``);
   a DELETE is a tombstone (null value). ``format: debezium``: Debezium's
-  envelope (``pgshovel.relay.debezium``); a DELETE is a ``d`` event followed by a
+  envelope (``pgshovel.relay.table_topics._debezium``); a DELETE is a ``d`` event followed by a
   tombstone, as Debezium sends them.
 * An UPDATE that changes the key: the old key is deleted as above, then the
   new row is sent as an insert (``c``), as Debezium does.
 * TRUNCATE: every key the topic holds a row for gets deleted as above (the
-  writer reads the live keys back from the topic, see ``truncated``); no
+  output reads the live keys back from the topic, see ``truncated``); no
   keyless ``t`` event is sent, since a compacted topic refuses keyless messages.
 * A table without key columns (``allow_unkeyed``) has no table topic: its
-  mutations are left out and the writer warns once per table.
+  mutations are left out and the output warns once per table.
 
 Folding a table topic from its start by key (the last value wins, a tombstone
 deletes) gives the table; re-sending any suffix of the messages after a relay
@@ -36,9 +36,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pgshovel.cluster.names import table_topic_suffix
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay import debezium
+from pgshovel.relay.table_topics import _debezium as debezium
 from pgshovel.stream.typed_json import dumps, key_object, row_object
 
 __all__ = ["Record", "TableTopicTranslator", "table_topic"]
@@ -65,8 +66,7 @@ class Record:
 
 def table_topic(prefix: str, schema: str, table: str) -> str:
     """The topic of ``schema.table``: ``[prefix.][schema.]table``."""
-    parts = [part for part in (prefix, "" if schema == "public" else schema, table) if part]
-    name = ".".join(parts)
+    name = ".".join(part for part in (prefix, table_topic_suffix(schema, table)) if part)
     if not _LEGAL.fullmatch(name) or len(name) > _MAX_TOPIC or name in (".", ".."):
         raise SchemaError(
             f"table {schema}.{table} cannot have a table topic: {name!r} is not a legal kafka "

@@ -1,11 +1,11 @@
 """Table-topic snapshots in chunks between watermarks, while the relay keeps publishing.
 
-The Kafka writer hands every operation it frames to ``ChunkedSnapshots``. A
-table topic without a finished snapshot (``pgshovel.relay.snapshot_progress``)
+The table-topics output hands every operation it is pushed to
+``ChunkedSnapshots``. A table topic without a finished snapshot (``_progress``)
 gets a task; the task's chunks are read one at a time by a reader thread
-(``pgshovel.relay.table_snapshot.read_table_chunk``: low watermark, rows, high
-watermark) while batches go on being published, table topics included. The
-window of each chunk is followed in the stream (``pgshovel.relay.chunk_window``);
+(``_chunk_read.read_table_chunk``: low watermark, rows, high watermark) while
+batches go on being published, table topics included. The window of each
+chunk is followed in the stream (``_window``);
 after the Commit of the batch holding its high watermark the chunk's rows
 whose keys the stream did not change go out as reads (``op: r``).
 
@@ -14,7 +14,7 @@ Order of effects for one chunk (the contract: at least once, per-key order):
 1. the reader thread reads and decodes the rows;
 2. after the Commit of the high watermark's batch, the surviving rows are
    produced to the table topic as reads (``op: r``), and the next chunk starts;
-3. once the writer's flush acknowledged that batch (rows included), the
+3. once the producer's flush acknowledged that batch (rows included), the
    progress record (the next chunk's lower bound, or done) is produced to the
    snapshots topic and flushed (``acknowledged``).
 
@@ -29,7 +29,7 @@ when the last chunk is published the keys left get tombstones. That is exact:
 a key left was in no chunk (so not in the table when its range was read) and
 no change since the start brought it back. Such a *sweeping* snapshot records
 no progress until it is done (the keys are in memory only), so a relay killed
-in the middle starts it over. Any writer failure forgets every flight and
+in the middle starts it over. Any producer failure forgets every flight and
 the progress it had in memory; both are read back from Kafka before the next
 batch. A chunk whose table was truncated or changed shape in its window, or
 whose read failed transiently, is read again.
@@ -47,10 +47,10 @@ from typing import Protocol
 
 from pgshovel.errors import ConfigurationError, PgshovelError, TransientError
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.relay.chunk_window import Flight, WindowTracker, surviving
-from pgshovel.relay.snapshot_progress import Bound, Progress, parse_progress
-from pgshovel.relay.table_snapshot import ChunkRead, read_table_chunk
-from pgshovel.relay.table_topics import Record, TableTopicTranslator
+from pgshovel.relay.table_topics._chunk_read import ChunkRead, read_table_chunk
+from pgshovel.relay.table_topics._progress import Bound, Progress, parse_progress
+from pgshovel.relay.table_topics._translator import Record, TableTopicTranslator
+from pgshovel.relay.table_topics._window import Flight, WindowTracker, surviving
 from pgshovel.stream.handoff import Snapshot, is_visible
 
 __all__ = ["ChunkedSnapshots", "SnapshotOutput"]
@@ -65,7 +65,7 @@ ChunkReader = Callable[
 
 
 class SnapshotOutput(Protocol):
-    """What the snapshots need of the Kafka writer."""
+    """What the snapshots need of the table-topics output."""
 
     def produce(self, records: Sequence[Record]) -> int:
         """Produce ``records`` in order (asynchronously); returns their size in bytes."""
@@ -109,6 +109,7 @@ class ChunkedSnapshots:
         prefix: str,
         chunk_rows: int,
         reader: ChunkReader = read_table_chunk,
+        excluded: frozenset[Identity] = frozenset(),
     ) -> None:
         self.translator = translator
         self.output = output
@@ -116,6 +117,8 @@ class ChunkedSnapshots:
         self.prefix = prefix
         self.chunk_rows = chunk_rows
         self.reader = reader
+        #: tables left out of the table topics (``table_topics.exclude``): never snapshotted
+        self.excluded = excluded
         self.source: tuple[str, str, str] | None = None
         self.tables: dict[Identity, configuration_pb2.TableConfiguration] = {}
         self._progress: dict[str, Progress] | None = None
@@ -168,7 +171,8 @@ class ChunkedSnapshots:
             self._pool = None
 
     def abandon(self) -> None:
-        """After a writer failure: forget flights and progress (read back before the next batch)."""
+        """After a producer failure: forget flights and progress (read back before the next
+        batch)."""
         self._tracker.clear()
         self._tasks.clear()
         self._unacked.clear()
@@ -274,6 +278,8 @@ class ChunkedSnapshots:
 
     def ensure(self, schema: str, table: str) -> None:
         """A task for ``schema.table`` unless its topic's snapshot is done or under way."""
+        if (schema, table) in self.excluded:
+            return
         topic = self.translator.topic(schema, table)
         if topic in self._tasks or topic in self._skip:
             return
@@ -285,7 +291,7 @@ class ChunkedSnapshots:
         stale: set[bytes] | None = None
         if progress is None:
             progress = Progress(schema, table)
-            # (A snapshot this process started, then forgot after a writer failure, has
+            # (A snapshot this process started, then forgot after a producer failure, has
             # published into the topic itself: only a sweep it began must begin again.)
             if topic in self._sweeping or (
                 topic not in self._begun and self.output.holds_messages(topic)
@@ -326,7 +332,7 @@ class ChunkedSnapshots:
         if self.source is None:
             topic = next(iter(self._tasks))
             raise ConfigurationError(
-                f"table topic {topic!r} needs a snapshot but the writer cannot read the source "
+                f"table topic {topic!r} needs a snapshot but the relay cannot read the source "
                 "(it runs outside pgshovel-relay); set table_topics.snapshot: false"
             )
         if any(task.future is not None for task in self._tasks.values()):
