@@ -342,3 +342,18 @@ def wait_copies(
         if time.monotonic() >= deadline:
             return answers
         time.sleep(poll)
+
+
+def wait(
+    client: KazooClient, cluster: str, set_name: str, name: str, timeout: float, poll: float = 0.5
+) -> Result | None:
+    """The result in the request's own node once done or failed (a request naming no copies:
+    written by hand, or by an older admin); None if ``timeout`` passed first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = read_result(client, cluster, set_name, name)
+        if answered(result):
+            return result
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll)

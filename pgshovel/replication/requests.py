@@ -62,6 +62,8 @@ class RequestDesk:
         self._next_poll = 0.0
         #: requests refused whose answer ZooKeeper did not take: skipped from now on
         self._refused: set[str] = set()
+        #: the requests seen, by name (what their answers go with)
+        self._requests: dict[str, Request] = {}
         #: why the requests could not be read at the last poll ("" when they could)
         self._unread = ""
 
@@ -99,6 +101,8 @@ class RequestDesk:
         origins = {task.origin for task in state.tasks}
         for queued in found:
             name = queued.name
+            if queued.request is not None:
+                self._requests[name] = queued.request
             if name in origins or name in self._refused:
                 continue
             try:
@@ -130,8 +134,22 @@ class RequestDesk:
         except ConfigurationError:
             return False  # a result node holding no result: the worker's answer replaces it
 
-    def _answer(self, client: KazooClient, name: str, result: Result) -> None:
+    def _request(self, client: KazooClient, name: str) -> Request | None:
+        """Request ``name`` as seen, or as ZooKeeper holds it now (None: gone or unreadable)."""
+        if name not in self._requests:
+            for queued in requests.pending(client, self.cluster, self.set_name):
+                if queued.name == name and queued.request is not None:
+                    self._requests[name] = queued.request
+        return self._requests.get(name)
+
+    def _answer(
+        self, client: KazooClient, name: str, result: Result, request: Request | None
+    ) -> None:
+        """This copy's answer; also the request's own node for a request naming no copies
+        (written by hand, or by an older admin, which reads that node)."""
         requests.write_copy_result(client, self.cluster, self.set_name, name, self.copy, result)
+        if request is None or not request.copies:
+            requests.write_result(client, self.cluster, self.set_name, name, result)
 
     def _forget_if_answered(self, client: KazooClient, name: str, request: Request | None) -> None:
         """Remove the request once every copy it asks has answered (its command may be gone);
@@ -151,18 +169,8 @@ class RequestDesk:
         self._refused.add(name)
         try:
             client = self.zookeeper()
-            request = next(
-                (
-                    q.request
-                    for q in requests.pending(client, self.cluster, self.set_name)
-                    if q.name == name
-                ),
-                None,
-            )
-            failed = Result("failed", reason)
-            self._answer(client, name, failed)
-            if request is None:
-                requests.write_result(client, self.cluster, self.set_name, name, failed)
+            request = self._request(client, name)
+            self._answer(client, name, Result("failed", reason), request)
             self._forget_if_answered(client, name, request)
         except (KazooException, PgshovelError) as error:
             logger.error("cannot answer request %s in zookeeper (%s): it is skipped", name, error)
@@ -185,7 +193,7 @@ class RequestDesk:
         ]
         state = state.replace(tasks=(*state.tasks, *tasks))
         self.target.store_state(state)
-        self._answer(client, name, Result("running"))
+        self._answer(client, name, Result("running"), request)
         logger.info(
             "request %s: %s of %s",
             name,
@@ -252,22 +260,15 @@ class RequestDesk:
                 client, self.cluster, self.set_name, task.origin, self.copy
             )
             result = (current or Result("running")).with_table(report)
+            request = self._request(client, task.origin)
             if not remaining and not follow:
                 result = Result("done", result.message, result.tables)
-                self._answer(client, task.origin, result)
-                request = next(
-                    (
-                        q.request
-                        for q in requests.pending(client, self.cluster, self.set_name)
-                        if q.name == task.origin
-                    ),
-                    None,
-                )
+                self._answer(client, task.origin, result, request)
                 if request is not None:
                     self._forget_if_answered(client, task.origin, request)
                 logger.info("request %s done", task.origin)
             else:
-                self._answer(client, task.origin, result)
+                self._answer(client, task.origin, result, request)
         except (KazooException, PgshovelError) as error:
             logger.warning("cannot report request %s to zookeeper: %s", task.origin, error)
         return follow

@@ -95,7 +95,7 @@ def test_health_and_readiness_on_the_metrics_port() -> None:
         assert get("/readyz") == (503, "no step has succeeded yet\n")
         metrics.succeeded()
         assert get("/readyz") == (200, "ready\n")
-        metrics.failed()
+        metrics.failed(RuntimeError("kafka down"))
         status, text = get("/readyz")
         assert status == 503 and text.startswith("the last step failed"), text
         assert metrics.errors == 1
