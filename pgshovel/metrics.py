@@ -113,10 +113,14 @@ class Delivery:
         self.pending_since = None
         return self.batch_lag_seconds
 
+    def lag_gauge(self) -> float:
+        """The lag as the endpoint serves it (``lag_seconds``, unless a process knows more)."""
+        return self.lag_seconds()
+
     def delivery_series(self, lag_name: str, lag_text: str, batch_lag_text: str) -> list[Series]:
         return [
             Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
-            Series(lag_name, "gauge", lag_text, self.lag_seconds),
+            Series(lag_name, "gauge", lag_text, self.lag_gauge),
             Series("batch_lag_seconds", "gauge", batch_lag_text, self._batch_lag),
         ]
 

@@ -3,8 +3,10 @@
 Lag is the age of the oldest change not yet published, in seconds, and it is
 honest while the relay is stuck: when a batch is taken its oldest change's age
 is noted (``pending_since``) and kept until the batch is finished, so with
-Kafka down the gauge grows with every scrape; once the queue is drained the
-lag is 0. A change's time is bounded below by the batch's start tick (it
+Kafka down the gauge grows with every scrape; where the backlog is served, the
+gauge is also at least the age of the oldest committed event no finished batch
+holds (a batch not taken yet); once the queue is drained the lag is 0. A
+change's time is bounded below by the batch's start tick (it
 committed after that tick) and by its event time (its transaction's start):
 the later of the two is used, so neither a long idle period nor a long
 transaction inflates it. A batch that held no event leaves the last batch's lag as
@@ -36,6 +38,8 @@ class RelayMetrics(Delivery):
     tables: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: reads the queue's backlog when scraped (NaN when it cannot); None: not served
     backlog: Callable[[], float] | None = None
+    #: the bound of the oldest waiting event's age, read when scraped; None: not served
+    backlog_age: Callable[[], float | None] | None = None
     #: a batch is being published (a long one is no sign of a stuck relay)
     publishing: bool = False
 
@@ -56,6 +60,14 @@ class RelayMetrics(Delivery):
         """The batch held no event: nothing was pending; the last batch's lag stays."""
         self.pending_since = None
         return 0.0
+
+    def lag_gauge(self) -> float:
+        """The lag served: also the age of the oldest committed event no batch taken holds
+        yet, so the gauge grows while the relay is stuck before it takes that batch (behind
+        a batch without events that Kafka does not take, say)."""
+        lag = self.lag_seconds()
+        age = None if self.backlog_age is None else self.backlog_age()
+        return lag if age is None else max(lag, age)
 
     def readiness(self) -> Readiness:
         """Ready while leading, with the last step through (see ``Delivery.step_readiness``)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -96,9 +97,26 @@ class BacklogGauge:
         self.queue = queue
         self._connection: psycopg2.extensions.connection | None = None
         self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._last: Backlog | None = None
 
     def __call__(self) -> float:
+        """The backlog's events (NaN when they cannot be counted)."""
+        backlog = self.read()
+        return float("nan") if backlog is None else float(backlog.events)
+
+    def oldest_seconds(self) -> float | None:
+        """The bound of the oldest waiting event's age (None: nothing waits, or unknown)."""
+        backlog = self.read()
+        return None if backlog is None else backlog.oldest_seconds
+
+    def read(self) -> Backlog | None:
+        """The backlog, counted at most once a second (one scrape asks for it twice)."""
         with self._lock:
+            now = time.monotonic()
+            if self._read_at is not None and now - self._read_at < 1.0:
+                return self._last
+            self._read_at = now
             try:
                 if self._connection is None or self._connection.closed:
                     self._connection = connect(
@@ -110,12 +128,12 @@ class BacklogGauge:
                     with self._connection.cursor() as cursor:
                         cursor.execute("SET statement_timeout = %s", (f"{BACKLOG_SECONDS}s",))
                 with self._connection.cursor() as cursor:
-                    backlog = read_backlog(cursor, self.queue)
+                    self._last = read_backlog(cursor, self.queue)
             except (PgshovelError, psycopg2.Error) as error:
                 logger.debug("cannot count the backlog of %r: %s", self.queue, error)
                 self.close()
-                return float("nan")
-        return float("nan") if backlog is None else float(backlog.events)
+                self._last = None
+            return self._last
 
     def close(self) -> None:
         if self._connection is not None and not self._connection.closed:

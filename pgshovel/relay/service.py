@@ -106,6 +106,7 @@ class Relay:
                     names.queue_name(self.cluster, self.set_name),
                 )
                 self.metrics.backlog = backlog
+                self.metrics.backlog_age = backlog.oldest_seconds
                 server = serve(
                     "pgshovel_relay",
                     (self.cluster, self.set_name),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -126,3 +127,15 @@ def test_backlog_and_per_table_series() -> None:
         'pgshovel_relay_table_mutations_total{cluster="main",schema="public",set="orders",'
         'table="orders"} 3.0'
     ) in text
+
+
+def test_the_lag_served_is_at_least_the_oldest_waiting_events_age() -> None:
+    metrics = RelayMetrics()
+    assert metrics.lag_gauge() == 0.0  # nothing pending, no backlog served
+    metrics.backlog_age = lambda: 12.5  # a batch not taken yet holds a 12.5 s old event
+    assert metrics.lag_gauge() == 12.5
+    metrics.pending_since = time.time() - 30.0  # the batch taken is older still
+    assert 30.0 <= metrics.lag_gauge() < 31.0
+    metrics.pending_since = None
+    metrics.backlog_age = lambda: None  # drained
+    assert metrics.lag_gauge() == 0.0
