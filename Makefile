@@ -92,10 +92,10 @@ bench: setup ## run the benchmarks (BENCH=quick for the short suite)
 	$(BIN)/python -m bench --mode $(BENCH)
 
 sandbox-up: setup ## start the local stack in .sandbox/ (SPARK_WORKERS=2: with a Spark standalone cluster)
-	$(BIN)/pgshovel-sandbox up --spark-workers $(SPARK_WORKERS)
+	$(BIN)/pgshovel-sandbox up --state-dir "$(CURDIR)/.sandbox" --spark-workers $(SPARK_WORKERS)
 
-sandbox-down: ## stop the local stack
-	-$(BIN)/pgshovel-sandbox down
+sandbox-down: ## stop the project's local stack in .sandbox/ (no other sandbox; its data stays)
+	-$(BIN)/pgshovel-sandbox down --state-dir "$(CURDIR)/.sandbox"
 
 clean: sandbox-down ## remove build output (keeps .venv and .deps)
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -3,9 +3,10 @@
 Every option can also come from the environment: ``--zookeeper-hosts`` from
 ``PGSHOVEL_ZOOKEEPER_HOSTS``, ``--cluster`` from ``PGSHOVEL_CLUSTER`` (click's
 ``auto_envvar_prefix``). Errors that pgshovel raises on purpose end the command
-with a one-line reason and exit status 1; nothing else prints a traceback
-unless ``--debug`` is given. Every command prints its version with
-``--version``, read from the installed distribution's metadata.
+with a one-line reason (a line per problem of a configuration) and exit status
+1; nothing else prints a traceback unless ``--debug`` is given. Every command
+prints its version with ``--version``, read from the installed distribution's
+metadata.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from pgshovel import _kafka_log
-from pgshovel.errors import PgshovelError
+from pgshovel.errors import ConfigurationError, PgshovelError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -158,7 +159,9 @@ def run(command: click.Command, argv: list[str] | None = None) -> None:
     except PgshovelError as error:
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
-        click.echo(f"error: {error}", err=True)
+        # A configuration error lists each of its problems on a line of its own.
+        lines = str(error).splitlines() if isinstance(error, ConfigurationError) else [str(error)]
+        click.echo("\n".join(f"error: {line}" for line in lines), err=True)
         sys.exit(1)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)

@@ -38,24 +38,61 @@ from pgshovel.errors import NoSuchTransaction
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
-    "--dry-run", is_flag=True, help="Print the plan (SQL per database, ZooKeeper changes) only."
+    "--dry-run", is_flag=True, help="Print the plan (ZooKeeper changes) only."
+)
+plan_dry_run_option = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print a summary of the plan only: tables added, changed, removed with their "
+    "triggers, grants, statements per database, ZooKeeper changes.",
+)
+sql_option = click.option(
+    "--sql", "show_sql", is_flag=True, help="With --dry-run: print every SQL statement too."
 )
 
 
+def plan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--dry-run`` (a summary) and ``--sql`` (the plan's statements too)."""
+    return plan_dry_run_option(sql_option(command))
+
+
 def _apply(
-    options: GlobalOptions, build: Callable[[planning.Context], Plan], dry_run: bool
+    options: GlobalOptions,
+    build: Callable[[planning.Context], Plan],
+    dry_run: bool,
+    show_sql: bool = False,
 ) -> None:
+    _refuse_sql_without_dry_run(dry_run, show_sql)
     with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
         context = planning.Context(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
         )
-        _carry_out(build(context), client, connections, dry_run)
+        _carry_out(build(context), client, connections, dry_run, show_sql)
 
 
-def _carry_out(plan: Plan, client: KazooClient, connections: Connections, dry_run: bool) -> None:
-    """Print the plan (``dry_run``) or apply it."""
+def _refuse_sql_without_dry_run(dry_run: bool, show_sql: bool) -> None:
+    if show_sql and not dry_run:
+        raise click.UsageError("--sql prints the statements of a plan: add --dry-run")
+
+
+def _carry_out(
+    plan: Plan,
+    client: KazooClient,
+    connections: Connections,
+    dry_run: bool,
+    show_sql: bool = False,
+) -> None:
+    """Print the plan (``dry_run``; its statements with ``show_sql``) or apply it."""
     if dry_run:
-        click.echo(render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn))))
+        click.echo(
+            render(
+                plan,
+                lambda dsn, statement: statement.as_string(connections.get(dsn)),
+                statements=show_sql,
+            )
+        )
+        if plan.databases and not show_sql:
+            click.echo("sql: add --sql to print the statements")
         click.echo("dry run: nothing was changed")
         return
     execute(plan, connections, client)
@@ -103,11 +140,16 @@ def cluster_inspect(options: GlobalOptions) -> None:
 
 @cluster_group.command("upgrade")
 @click.option("--force", is_flag=True, help="Allow installing an older pgshovel over a newer one.")
-@dry_run_option
+@plan_options
 @click.pass_obj
-def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool) -> None:
+def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool, show_sql: bool) -> None:
     """Reinstall the capture function in every set's database."""
-    _apply(options, lambda context: planning.plan_cluster_upgrade(context, force=force), dry_run)
+    _apply(
+        options,
+        lambda context: planning.plan_cluster_upgrade(context, force=force),
+        dry_run,
+        show_sql,
+    )
 
 
 @cluster_group.command("secure")
@@ -145,12 +187,14 @@ def _set_from_file(
 
     @click.argument("name")
     @set_file
-    @dry_run_option
+    @plan_options
     @click.pass_obj
-    def command(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
+    def command(
+        options: GlobalOptions, name: str, file: Path, dry_run: bool, show_sql: bool
+    ) -> None:
         names.validate_set_name(name)
         configuration = load_set_configuration(file)
-        _apply(options, lambda context: planner(context, name, configuration), dry_run)
+        _apply(options, lambda context: planner(context, name, configuration), dry_run, show_sql)
 
     command.__doc__ = summary
     return command  # type: ignore[return-value]
@@ -204,7 +248,7 @@ set_update = set_group.command("update")(
     show_default=True,
     help="Seconds to wait for the relay to leave, the standby to catch up, the promotion.",
 )
-@dry_run_option
+@plan_options
 @click.pass_obj
 def set_failover(
     options: GlobalOptions,
@@ -215,6 +259,7 @@ def set_failover(
     accept_divergence: bool,
     timeout: float,
     dry_run: bool,
+    show_sql: bool,
 ) -> None:
     """Move set NAME to DSN, a physical standby of its database (see README "Source failover").
 
@@ -226,6 +271,7 @@ def set_failover(
     first).
     """
     names.validate_set_name(name)
+    _refuse_sql_without_dry_run(dry_run, show_sql)
     with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
         context = planning.Context(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
@@ -260,7 +306,7 @@ def set_failover(
                     "down, or ALTER SYSTEM RESET default_transaction_read_only there to undo"
                 )
         plan = failover.plan_failover(context, name, new_dsn, old_dsn, accept_divergence)
-        _carry_out(plan, client, connections, dry_run)
+        _carry_out(plan, client, connections, dry_run, show_sql)
 
 
 @set_group.command("wait")
@@ -303,12 +349,12 @@ def set_wait(options: GlobalOptions, name: str, txid: str, timeout: float) -> No
 
 @set_group.command("drop")
 @click.argument("name")
-@dry_run_option
+@plan_options
 @click.pass_obj
-def set_drop(options: GlobalOptions, name: str, dry_run: bool) -> None:
+def set_drop(options: GlobalOptions, name: str, dry_run: bool, show_sql: bool) -> None:
     """Remove set NAME: its triggers, its queue and its ZooKeeper node."""
     names.validate_set_name(name)
-    _apply(options, lambda context: planning.plan_set_drop(context, name), dry_run)
+    _apply(options, lambda context: planning.plan_set_drop(context, name), dry_run, show_sql)
 
 
 @set_group.command("list")

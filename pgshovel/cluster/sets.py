@@ -2,9 +2,10 @@
 
 A set file names the source database and the tables to capture; see
 example/set.yml for the documented format. Everything is validated when read:
-an invalid file is a ``ConfigurationError`` naming the file, the key and what
-is expected. The same checks run on text-format files, and ``to_document``
-turns a configuration back into the YAML shape (for ``set inspect``).
+an invalid file is a ``ConfigurationError`` listing every problem, one line
+each naming the file, the key and what is expected. The same checks run on
+text-format files, and ``to_document`` turns a configuration back into the
+YAML shape (for ``set inspect``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _load_text_format(path: Path) -> configuration_pb2.ReplicationSetConfigurati
         text_format.Parse(text, configuration)
     except text_format.ParseError as error:
         raise ConfigurationError(f"{path}: invalid protobuf text format: {error}") from error
-    configuration.database.dsn = expand(configuration.database.dsn, str(path))
+    configuration.database.dsn = expand(configuration.database.dsn, str(path), where="database.dsn")
     for table in configuration.tables:
         if not table.schema:
             table.schema = DEFAULT_SCHEMA
@@ -110,53 +111,66 @@ def parse_set_document(
     return configuration
 
 
-def _fail(source: str, key: str, expected: str, value: object) -> ConfigurationError:
-    return ConfigurationError(f"{source}: {key}: expected {expected}, got {value!r}")
+def _expected(source: str, key: str, expected: str, value: object) -> str:
+    return f"{source}: {key}: expected {expected}, got {value!r}"
 
 
-def validate_set_configuration(
+def set_problems(
     configuration: configuration_pb2.ReplicationSetConfiguration, source: str
-) -> None:
-    """Check what the file alone can tell: names present, no duplicates, keys captured, no two
-    tables that would share a table topic (``pgshovel.cluster.names.colliding_tables``)."""
+) -> list[str]:
+    """Every problem the file alone can tell, one line each naming the file and the key: names
+    present, no duplicates, keys captured, no two tables that would share a table topic
+    (``pgshovel.cluster.names.colliding_tables``)."""
+    found: list[str] = []
     if not configuration.database.dsn:
-        raise _fail(source, "database.dsn", "a non-empty libpq connection string", "")
+        found.append(_expected(source, "database.dsn", "a non-empty libpq connection string", ""))
     if not configuration.tables:
-        raise _fail(source, "tables", "a non-empty list of tables", [])
+        found.append(_expected(source, "tables", "a non-empty list of tables", []))
     seen: set[tuple[str, str]] = set()
     for index, table in enumerate(configuration.tables):
         where = f"tables[{index}]"
         if not table.name:
-            raise _fail(source, f"{where}.name", "a non-empty table name", table.name)
+            found.append(_expected(source, f"{where}.name", "a non-empty table name", table.name))
         if not table.schema:
-            raise _fail(source, f"{where}.schema", "a non-empty schema name", table.schema)
-        if (table.schema, table.name) in seen:
-            raise ConfigurationError(
+            found.append(
+                _expected(source, f"{where}.schema", "a non-empty schema name", table.schema)
+            )
+        if table.name and table.schema and (table.schema, table.name) in seen:
+            found.append(
                 f"{source}: {where}: table {table.schema!r}.{table.name!r} is listed twice"
             )
         seen.add((table.schema, table.name))
         for key in ("key_columns", "columns"):
             listed = list(getattr(table, key))
             duplicates = sorted({name for name in listed if listed.count(name) > 1})
-            if duplicates:
-                raise ConfigurationError(
-                    f"{source}: {where}.{key}: column {duplicates[0]!r} is listed twice"
-                )
+            found += [
+                f"{source}: {where}.{key}: column {name!r} is listed twice" for name in duplicates
+            ]
         if table.columns:
-            missing = [key for key in table.key_columns if key not in table.columns]
-            if missing:
-                raise ConfigurationError(
-                    f"{source}: {where}.columns: must include the key column {missing[0]!r} "
-                    f"of table {table.schema!r}.{table.name!r}"
-                )
+            found += [
+                f"{source}: {where}.columns: must include the key column {key!r} "
+                f"of table {table.schema!r}.{table.name!r}"
+                for key in table.key_columns
+                if key not in table.columns
+            ]
     colliding = names.colliding_tables((table.schema, table.name) for table in configuration.tables)
     if colliding is not None:
         (schema_a, table_a), (schema_b, table_b), suffix = colliding
-        raise ConfigurationError(
+        found.append(
             f"{source}: tables: {schema_a!r}.{table_a!r} and {schema_b!r}.{table_b!r} would "
             f"publish into the same kafka table topic ('[prefix.]{suffix}'); rename one of "
             "them or leave one out of the set"
         )
+    return found
+
+
+def validate_set_configuration(
+    configuration: configuration_pb2.ReplicationSetConfiguration, source: str
+) -> None:
+    """Refuse a configuration with any of ``set_problems``, listing them all (one per line)."""
+    found = set_problems(configuration, source)
+    if found:
+        raise ConfigurationError("\n".join(found))
 
 
 def to_document(

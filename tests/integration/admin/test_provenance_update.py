@@ -55,8 +55,11 @@ def test_set_update_turns_provenance_on_and_off(
     assert before and all(len(arguments) == 4 for arguments in before.values())
 
     path.write_text(yaml.safe_dump({**document, "provenance": True}))
-    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", path, "--dry-run"))
+    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", path, "--dry-run", "--sql"))
     assert "'1'" in plan  # the fifth trigger argument
+    assert "  changed  public.orders: provenance off -> on; statement triggers reinstalled" in (
+        plan.splitlines()
+    )
     ok(admin(sandbox, cluster_name, "set", "update", "app", path))
     after = _arguments(database)
     assert after.keys() == before.keys()

@@ -59,10 +59,13 @@ def test_render_shows_every_statement_and_operation_without_passwords() -> None:
         databases=(DatabaseStep("dbname=app password=hunter2", ("S1", "S2")),),  # type: ignore[arg-type]
         zookeeper=(ZooKeeperOperation("check", "/c", version=3),),
     )
-    text = render(plan, lambda dsn, statement: f"<{statement}>")
+    text = render(plan, lambda dsn, statement: f"<{statement}>", statements=True)
     assert "hunter2" not in text
     assert "  <S1>;\n  <S2>;" in text
     assert "check /c (expecting version 3)" in text
+    summary = render(plan, lambda dsn, statement: f"<{statement}>")
+    assert "<S1>" not in summary, "the statements only with statements=True"
+    assert "(one two-phase transaction): 2 statements" in summary
 
 
 def _flat(statement: sql.Composable) -> str:
