@@ -7,7 +7,8 @@ Transaction discipline (why each step commits where it does):
 2. ``next_batch()`` takes the next batch and commits at once, so the batch
    assignment is durable: after a crash the same batch id comes back with the
    same events, and readers can recognise the re-send.
-3. ``events()`` streams the batch's rows through a server-side cursor.
+3. ``events()`` streams the batch's rows through a server-side cursor, packed
+   rows expanded into their events (``pgshovel.relay.packing``).
 4. ``finish()`` runs ``pgq.finish_batch`` and commits; the relay calls it only
    after Kafka acknowledged every message of the batch.
 """
@@ -23,10 +24,14 @@ from psycopg2 import sql
 from pgshovel.abc import BatchInfo, EventRow, TickInfo
 from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError
+from pgshovel.relay.packing import events_in, unpacked
 from pgshovel.source import connect, translating
 
 CONSUMER = names.CONSUMER
 APPLICATION_NAME = "pgshovel-relay"
+#: rows of a batch's first fetch: packed rows hold many events each, so the fetches that
+#: follow take as many rows as hold about ``fetch_size`` events
+FIRST_FETCH = 64
 
 
 def application_name(queue: str) -> str:
@@ -136,7 +141,8 @@ class PgqQueue:
         return BatchInfo(batch_id, ticks.get(start_id, missing), ticks.get(end_id, missing))
 
     def events(self, batch: BatchInfo) -> Iterator[list[EventRow]]:
-        """Yield the batch's events in chunks of ``fetch_size``, in event order."""
+        """Yield the batch's events in chunks of about ``fetch_size``, in event order (packed
+        rows expanded)."""
         connection = self.connection
         with translating(f"reading batch {batch.id} of {self.queue!r}"):
             with connection.cursor() as cursor:
@@ -150,11 +156,18 @@ class PgqQueue:
             with connection.cursor(name=f"pgshovel_batch_{batch.id}") as cursor:
                 cursor.itersize = self.fetch_size
                 cursor.execute(query)
-                while True:
-                    chunk = cursor.fetchmany(self.fetch_size)
-                    if not chunk:
-                        break
-                    yield chunk
+                yield from unpacked(self._fetched(cursor))
+
+    def _fetched(self, cursor: psycopg2.extensions.cursor) -> Iterator[list[EventRow]]:
+        """The cursor's rows in chunks holding about ``fetch_size`` events each."""
+        rows = min(self.fetch_size, FIRST_FETCH)
+        while True:
+            chunk = cursor.fetchmany(rows)
+            if not chunk:
+                return
+            yield chunk
+            events = sum(map(events_in, chunk))
+            rows = max(1, min(self.fetch_size, self.fetch_size * len(chunk) // max(events, 1)))
 
     def finish(self, batch: BatchInfo) -> None:
         connection = self.connection
