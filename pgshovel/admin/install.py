@@ -46,6 +46,9 @@ class TableCapture:
     row_triggers: str = ""
     #: stamp each event with who made it (TG_ARGV[4] '1', see sql/capture.sql)
     provenance: bool = False
+    #: pack changes into fewer queue rows: TG_ARGV[5] "ROWS,BYTES" (``packing_argument``); ""
+    #: writes one queue row per change, as before packing
+    packing: str = ""
 
 
 def resolve_table(
@@ -55,6 +58,7 @@ def resolve_table(
     allow_unkeyed: bool,
     database: str,
     row_triggers: str = "",
+    packing: str = "",
 ) -> TableCapture:
     """Check a configured table against the catalog; ``database`` is a masked DSN."""
     shape = captured_shape(table, info, allow_unkeyed=allow_unkeyed, database=database)
@@ -65,6 +69,7 @@ def resolve_table(
         tuple(table.columns),
         row_triggers,
         table.provenance,
+        packing,
     )
 
 
@@ -152,15 +157,18 @@ def drop_queue(cluster: str, set_name: str) -> sql.Composable:
 
 def trigger_arguments(cluster: str, set_name: str, version: str, table: TableCapture) -> list[str]:
     """The constant arguments of a table's triggers (see sql/capture.sql); the fifth, '1',
-    only with provenance, so the triggers of a table without it are those of before."""
+    only with provenance, the sixth only with packing, so the triggers of a table without
+    them are those of before."""
     arguments = [
         names.queue_name(cluster, set_name),
         version,
         json.dumps(list(table.key_columns)),
         text_array_literal(table.columns) if table.columns else "",
     ]
-    if table.provenance:
-        arguments.append(PROVENANCE_ON)
+    if table.provenance or table.packing:
+        arguments.append(PROVENANCE_ON if table.provenance else "")
+    if table.packing:
+        arguments.append(table.packing)
     return arguments
 
 
