@@ -61,9 +61,7 @@ def _install_pgshovel(
     row_triggers: bool = False,
     provenance: bool = False,
 ) -> None:
-    if implementation == "c" and (
-        capture_library.library_version(conn) != capture_library.CONTRACT_VERSION
-    ):
+    if implementation == "c" and not capture_library.serves(capture_library.library_version(conn)):
         raise RuntimeError("the C capture library is not installed (make setup runs make ext)")
     statements = [
         *install.base_statements(CLUSTER, catalog.extension_schema(conn, "hstore"), implementation),

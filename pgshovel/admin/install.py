@@ -19,6 +19,7 @@ from psycopg2 import sql
 from pgshovel.admin import capture_library, grants, schema_capture
 from pgshovel.admin.capture_library import Implementation
 from pgshovel.cluster import names
+from pgshovel.cluster.sets import PACKING_BYTES, PACKING_ROWS
 from pgshovel.errors import DatabaseError
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import NODE_TABLE, TableInfo, captured_shape
@@ -71,6 +72,15 @@ def resolve_table(
         table.provenance,
         packing,
     )
+
+
+def packing_argument(configuration: configuration_pb2.ReplicationSetConfiguration) -> str:
+    """TG_ARGV[5] of the set's triggers, ``ROWS,BYTES`` (ext/packing.c), from its ``packing``
+    (unset: the defaults); "" when a row holds one change: no packing."""
+    rows, size = PACKING_ROWS, PACKING_BYTES
+    if configuration.HasField("packing"):
+        rows, size = configuration.packing.rows, configuration.packing.bytes
+    return "" if rows <= 1 else f"{rows},{size}"
 
 
 def text_array_literal(values: Sequence[str]) -> str:
