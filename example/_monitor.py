@@ -6,16 +6,24 @@
   offset it reads next is one past the last applied message.
 * Queue: PgQ events not yet published, ticked (``pending_events``, a batch
   in progress) or not (``ev_new``).
+* Copy: the worker's status node in ZooKeeper (what ``pgshovel-admin serve``
+  shows: mutations applied per second, lag), and the rows of each of the
+  target's tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import psycopg2
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from kazoo.exceptions import KazooException
+from psycopg2 import sql
 
-from pgshovel.cluster.names import queue_name
+from pgshovel.cluster.names import queue_name, workers_path
+from pgshovel.cluster.status import read_statuses
+from pgshovel.cluster.zookeeper import start_client
 from pgshovel.relay.queue import CONSUMER
 
 _STATE = (
@@ -35,6 +43,7 @@ class PipelineProbe:
         target_dsn: str,
         cluster: str,
         set_name: str,
+        zookeeper_hosts: str,
     ) -> None:
         self.topic = topic
         self.cluster = cluster
@@ -53,6 +62,7 @@ class PipelineProbe:
         self._source = psycopg2.connect(source_dsn, application_name="pgshovel-demo probe")
         self._target = psycopg2.connect(target_dsn, application_name="pgshovel-demo probe")
         self._source.autocommit = self._target.autocommit = True
+        self._zookeeper = start_client(zookeeper_hosts)
 
     def topic_end(self) -> int | None:
         try:
@@ -92,7 +102,37 @@ class PipelineProbe:
             row = cursor.fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    def copy_status(self) -> dict[str, Any] | None:
+        """The worker's status document, None while no worker writes one."""
+        try:
+            statuses = read_statuses(self._zookeeper, workers_path(self.cluster, self.set_name))
+        except KazooException:
+            return None
+        return statuses[0][1] if statuses else None
+
+    def table_rows(self, tables: Sequence[tuple[str, str]]) -> list[tuple[str, int | None]]:
+        """``(name, rows)`` of each target table, None for one not created yet."""
+        counts: list[tuple[str, int | None]] = []
+        with self._target.cursor() as cursor:
+            for schema, name in tables:
+                cursor.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL",
+                    (sql.Identifier(schema, name).as_string(cursor),),
+                )
+                row = cursor.fetchone()
+                if row is None or not row[0]:
+                    counts.append((name, None))
+                    continue
+                cursor.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, name))
+                )
+                counted = cursor.fetchone()
+                counts.append((name, int(counted[0]) if counted else None))
+        return counts
+
     def close(self) -> None:
         self._consumer.close()
         self._source.close()
         self._target.close()
+        self._zookeeper.stop()
+        self._zookeeper.close()

@@ -2,8 +2,11 @@
 
 The demo samples the pipeline every couple of seconds into a :class:`Sample`
 (workload counters, the worker's phase and offset, the topic's end, the relay's
-queue) and prints :func:`progress_line`; :func:`snapshot_status` pulls the
-worker's latest snapshot message out of its log. At the end it compares every
+queue, the worker's status document, the copy's row counts) and prints
+:func:`progress_line`, then, once the copy streams, :func:`apply_line` (what
+the worker applies per second, its lag, the rows of each table);
+:func:`snapshot_status` pulls the worker's latest snapshot message out of its
+log. At the end it compares every
 table and prints :func:`render_comparison`: source and target row counts and
 checksums side by side, MATCH or DIFF per table.
 """
@@ -11,8 +14,9 @@ checksums side by side, MATCH or DIFF per table.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # The worker's log lines (pgshovel.replication.loaders, .progress and .worker).
 _LOADED = re.compile(r"snapshot loaded: (\d+) rows")
@@ -20,6 +24,32 @@ _PROGRESS = re.compile(r": (\d+)/~(\d+) rows")
 _PLANNED = re.compile(r"loading \d+ table\(s\) in \d+ range\(s\): ")
 _ESTIMATE = re.compile(r" ~(\d+) rows")
 CHECKSUM_WIDTH = 12
+
+
+@dataclass(frozen=True)
+class CopyFigures:
+    """What the worker says of itself in its status node."""
+
+    #: mutations applied per second over its latest sample (about ten seconds)
+    rate: float | None
+    lag_seconds: float | None
+    mutations: int | None
+
+
+def copy_figures(document: Mapping[str, Any] | None) -> CopyFigures | None:
+    """The figures of a worker's status document, as written (None without a document)."""
+    if document is None:
+        return None
+    history = document.get("history")
+    samples = history.get("samples") if isinstance(history, Mapping) else None
+    rate = float(samples[-1][2]) if samples else None
+    lag = document.get("lag_seconds")
+    mutations = document.get("mutations")
+    return CopyFigures(
+        rate=rate,
+        lag_seconds=float(lag) if isinstance(lag, (int, float)) else None,
+        mutations=int(mutations) if isinstance(mutations, int) else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -38,6 +68,10 @@ class Sample:
     # The topic's end when the demo started: messages of earlier runs.
     topic_start: int
     snapshot: str | None = None
+    #: the worker's status document (None before it writes one)
+    copy: CopyFigures | None = None
+    #: (table, rows) of the copy; rows None while the table does not exist
+    table_rows: tuple[tuple[str, int | None], ...] = ()
 
     @property
     def relayed(self) -> int:
@@ -55,7 +89,12 @@ class Sample:
 def progress_line(sample: Sample) -> str:
     """``[ 12s] workload 340 tx (31 rolled back) | relayed 2210 msgs | worker streaming, lag 4``."""
     if sample.phase is None:
-        worker = "worker starting"
+        # Before the worker records its state: Spark starts (up to a minute), then the load.
+        worker = (
+            f"worker loading the snapshot ({sample.snapshot})"
+            if sample.snapshot
+            else "worker starting Spark"
+        )
     elif sample.phase == "snapshot":
         worker = f"worker loading the snapshot ({sample.snapshot or 'started'})"
     else:
@@ -65,6 +104,22 @@ def progress_line(sample: Sample) -> str:
         f"[{sample.elapsed:4.0f}s] workload {sample.committed} tx ({sample.aborted} rolled back)"
         f" | relayed {sample.relayed} msgs | {worker}"
     )
+
+
+def apply_line(sample: Sample) -> str:
+    """``       copy applies 95 mutations/s, lag 0.4 s | rows: orders 1234, ...``."""
+    copy = sample.copy
+    if copy is None:
+        applied = "copy: no status yet"
+    else:
+        rate = "?" if copy.rate is None else f"{copy.rate:.0f}"
+        lag = "?" if copy.lag_seconds is None else f"{copy.lag_seconds:.1f} s"
+        total = "" if copy.mutations is None else f" ({copy.mutations} in all)"
+        applied = f"copy applies {rate} mutations/s{total}, lag {lag}"
+    rows = ", ".join(
+        f"{table} {'-' if count is None else count}" for table, count in sample.table_rows
+    )
+    return f"{'':7}{applied} | rows: {rows}" if rows else f"{'':7}{applied}"
 
 
 def snapshot_status(log_text: str) -> str | None:

@@ -5,13 +5,17 @@
 Steps: start the sandbox (or use the one running in ``--sandbox-dir``); create
 fresh ``demo_source`` and ``demo_target`` databases; load example/schema.sql and
 seed data into the source; ``pgshovel-admin cluster initialize`` and ``set
-create demo example/set.yml``; start ``pgshovel-relay example/relay.yml demo``
-and ``pgshovel-replicate example/replication.yml demo`` (logs in
-``<sandbox-dir>/demo/``); run the workload (example/workload.py) while printing
-progress; wait until the worker applied everything; print source and target
-row counts and checksums per table. Exit status 0 only when every table
-matches. The relay, the worker and a sandbox the demo started are stopped at
-the end, also on Ctrl-C or SIGTERM (``--keep-sandbox`` leaves the sandbox up).
+create demo example/set.yml``; start the web console (``pgshovel-admin serve``
+on a free loopback port: its URL is printed), ``pgshovel-relay
+example/relay.yml demo`` and ``pgshovel-replicate example/replication.yml demo``
+(logs in ``<sandbox-dir>/demo/``); run the workload (example/workload.py) while
+printing progress: the worker starting Spark and loading the snapshot, then,
+once the copy streams, a live line every couple of seconds (mutations applied
+per second, lag, rows per table) for ``--seconds``; wait until the worker
+applied everything; print source and target row counts and checksums per
+table. Exit status 0 only when every table matches. The console, the relay,
+the worker and a sandbox the demo started are stopped at the end, also on
+Ctrl-C or SIGTERM (``--keep-sandbox`` leaves the sandbox up).
 Running it again starts from scratch: the demo's databases and its cluster's
 ZooKeeper nodes are recreated.
 """
@@ -22,6 +26,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -41,7 +46,9 @@ from example._monitor import PipelineProbe
 from example._report import (
     Sample,
     TableComparison,
+    apply_line,
     caught_up,
+    copy_figures,
     progress_line,
     render_comparison,
     snapshot_status,
@@ -64,6 +71,8 @@ log = logging.getLogger(__name__)
 
 EXAMPLE = Path(__file__).resolve().parent
 COMMAND_TIMEOUT = 120.0
+#: ``pgshovel-admin serve`` prints this with its URL once it listens
+CONSOLE_URL = re.compile(r"console on (http://\S+) ")
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ class DemoOptions:
     set_name: str = "demo"
     database_prefix: str = "demo"
     catch_up_timeout: float = 240.0
+    #: seconds for the worker to start Spark, load the snapshot and stream
+    start_timeout: float = 360.0
     interval: float = 2.0
     set_file: Path = EXAMPLE / "set.yml"
     relay_file: Path = EXAMPLE / "relay.yml"
@@ -98,6 +109,8 @@ class Demo:
         self.services: dict[str, Service] = {}
         self.began = time.monotonic()
         self.relayed = 0
+        #: (schema, table) of the set, for the copy's row counts
+        self.tables: list[tuple[str, str]] = []
 
     def run(self) -> int:
         options = self.options
@@ -111,6 +124,10 @@ class Demo:
         shop.populate(source_dsn, options.seed)
         environment = self.environment(connection, source_dsn, target_dsn)
         self.create_set(connection, environment, source_dsn)
+        configuration = read_set_configuration(
+            connection.zookeeper_hosts, options.cluster, options.set_name
+        )
+        self.tables = [(table.schema or "public", table.name) for table in configuration.tables]
         topic = names.topic_name(options.cluster, options.set_name)
         probe = PipelineProbe(
             connection.kafka_config(),
@@ -119,10 +136,12 @@ class Demo:
             target_dsn,
             options.cluster,
             options.set_name,
+            connection.zookeeper_hosts,
         )
         self.cleanups.append(("probe", probe.close))
         topic_start = probe.topic_end() or 0
         logs = Path(connection.state_dir) / "demo"
+        self.start_console(logs, environment)
         self.start(
             "relay", [console_script("pgshovel-relay"), str(options.relay_file)], logs, environment
         )
@@ -131,7 +150,7 @@ class Demo:
         )
         say(
             f"==> running the workload: {options.clients} clients, ~{options.rate:g} tx/s, "
-            f"{options.seconds:g}s"
+            f"while the worker starts and then {options.seconds:g}s while the copy streams"
         )
         workload.start()
         self.cleanups.append(("workload", lambda: _stop_workload(workload)))
@@ -246,6 +265,24 @@ class Demo:
         say(f"==> started {Path(command[0]).name} (pid {service.pid}), log {service.log_path}")
         return service
 
+    def start_console(self, logs: Path, environment: dict[str, str]) -> None:
+        """``pgshovel-admin serve`` on a free loopback port; prints the set's page URL."""
+        command = [console_script("pgshovel-admin"), "serve", "--port", "0", "--refresh", "2"]
+        service = start_service("console", command, logs / "console.log", environment)
+        self.services["console"] = service
+        self.cleanups.append(("console", lambda: self.stop_service(service)))
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while (found := CONSOLE_URL.search(service.output())) is None:
+            self.check_services()
+            if time.monotonic() > deadline:
+                raise DemoError(f"the console printed no URL; see {service.log_path}")
+            time.sleep(0.1)
+        options = self.options
+        say(
+            f"==> console: {found.group(1)}clusters/{options.cluster}/sets/{options.set_name} "
+            f"(pgshovel-admin serve, pid {service.pid}; read-only, open it in a browser)"
+        )
+
     def stop_service(self, service: Service) -> None:
         status = stop_service(service)
         say(f"==> stopped {service.name} (pid {service.pid}, exit status {status})")
@@ -258,6 +295,7 @@ class Demo:
         worker = self.services.get("worker")
         if phase != "streaming" and worker is not None:
             snapshot = snapshot_status(worker.log_tail(40))
+        streaming = phase == "streaming"
         sample = Sample(
             elapsed=time.monotonic() - self.began,
             committed=stats.committed,
@@ -267,6 +305,8 @@ class Demo:
             topic_end=probe.topic_end(),
             topic_start=topic_start,
             snapshot=snapshot,
+            copy=copy_figures(probe.copy_status()) if streaming else None,
+            table_rows=tuple(probe.table_rows(self.tables)) if streaming else (),
         )
         self.relayed = sample.relayed
         return sample
@@ -283,11 +323,25 @@ class Demo:
     def watch(
         self, probe: PipelineProbe, workload: shop.Workload, topic_start: int, seconds: float
     ) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if workload.wait(min(self.options.interval, max(0.0, deadline - time.monotonic()))):
+        """Print progress while the worker starts, then live lines for ``seconds`` of streaming."""
+        start_deadline = time.monotonic() + self.options.start_timeout
+        deadline: float | None = None
+        while deadline is None or time.monotonic() < deadline:
+            left = self.options.interval if deadline is None else deadline - time.monotonic()
+            if workload.wait(min(self.options.interval, max(0.0, left))):
                 workload.join()  # a client failed: raises its error
-            say(progress_line(self.sample(probe, workload, topic_start)))
+            sample = self.sample(probe, workload, topic_start)
+            say(progress_line(sample))
+            if sample.phase == "streaming":
+                if deadline is None:
+                    deadline = time.monotonic() + seconds
+                say(apply_line(sample))
+            elif time.monotonic() > start_deadline:
+                worker = self.services["worker"]
+                raise DemoError(
+                    f"the worker did not stream within {self.options.start_timeout:g}s; "
+                    f"the end of {worker.log_path}:\n{worker.log_tail()}"
+                )
 
     def converge(
         self,
@@ -313,6 +367,8 @@ class Demo:
                 if all(item.matches for item in comparisons):
                     return comparisons
             say(progress_line(sample) + (f" | {pending} events queued" if pending else ""))
+            if sample.phase == "streaming":
+                say(apply_line(sample))
             if time.monotonic() >= deadline:
                 say(f"==> the worker did not converge within {self.options.catch_up_timeout:g}s")
                 return comparisons or compare_tables(source_dsn, target_dsn, tables)
@@ -409,8 +465,14 @@ def parse_options(argv: Sequence[str] | None = None) -> DemoOptions:
         description="Replicate the example shop on the local stack and show the copy converge.",
     )
     defaults = DemoOptions()
-    parser.add_argument("--seconds", type=float, help=f"workload duration ({defaults.seconds:g})")
-    parser.add_argument("--short", action="store_true", help="a small workload of 15 s (for tests)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        help=f"seconds the workload goes on once the copy streams ({defaults.seconds:g})",
+    )
+    parser.add_argument(
+        "--short", action="store_true", help="a small workload, 15 s of streaming (for tests)"
+    )
     parser.add_argument("--clients", type=int, help=f"workload clients ({defaults.clients})")
     parser.add_argument("--rate", type=float, help=f"transactions per second ({defaults.rate:g})")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="workload random seed")

@@ -356,8 +356,13 @@ class ChunkSink(Protocol):
     """Where an incremental snapshot's chunk readers stage what they read, before the high
     watermark (must pickle: it may travel into Spark tasks)."""
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
-        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many."""
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
+        """Store the rows ``copy_out`` writes (COPY text) for ``attempt``; return how many.
+        With ``selected`` (a filtered chunk) each row has one more column, whether the
+        source's filter selected it (the others hold only their key); then return how many
+        were selected."""
         ...
 
     def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
@@ -504,15 +509,32 @@ class Target(Protocol):
         """Where chunk readers stage rows and checksums."""
         ...
 
-    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+    def merge_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        state: WorkerState,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> int:
         """Make the chunk's range of the copy hold exactly the staged rows, except the rows
         whose keys are in ``changed`` (the stream brought their state), and store ``state``,
-        atomically; return the rows written. The staged data is dropped."""
+        atomically; return the rows written. An unkeyed table's chunk (the whole table)
+        gets the staged rows, then ``replay`` applied in order: the table's mutations the
+        read did not see. The staged data is dropped."""
         ...
 
-    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+    def compare_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> Comparison:
         """Compare the chunk's range of the copy with the staged source checksums, leaving
-        out the buckets of the keys in ``changed``. The staged data is dropped."""
+        out the buckets of the keys in ``changed``; an unkeyed table's copy is compared as
+        it was before ``replay`` (the mutations the source's read did not see). The staged
+        data is dropped."""
         ...
 
     def store_state(self, state: WorkerState) -> None:

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from pgshovel.errors import ConfigurationError
+from pgshovel.history import History, RecentErrors
 
 logger = logging.getLogger(__name__)
 
@@ -52,18 +53,26 @@ class Delivery:
     ``pending_since`` is when that change happened (epoch seconds), None when
     everything is delivered; it is kept through failures and retries, so the
     lag grows while a process is stuck. ``delivered()`` clears it and keeps the
-    age it had (``batch_lag_seconds``).
+    age it had (``batch_lag_seconds``). ``history`` and ``recent_errors`` are the
+    last hour and the last failures, for the status document (``pgshovel.history``).
     """
 
     errors: int = 0
     pending_since: float | None = None
     batch_lag_seconds: float = 0.0
+    history: History = field(default_factory=History)
+    recent_errors: RecentErrors = field(default_factory=RecentErrors)
 
     def lag_seconds(self, now: float | None = None) -> float:
         """Age of the oldest change not yet delivered (0 when nothing is pending)."""
         if self.pending_since is None:
             return 0.0
         return max(0.0, (time.time() if now is None else now) - self.pending_since)
+
+    def failed(self, error: BaseException) -> None:
+        """A step failed (retried or fatal): counted, and kept with its time."""
+        self.errors += 1
+        self.recent_errors.record(time.time(), str(error))
 
     def delivered(self) -> float:
         """The pending changes went out; returns (and keeps) their lag."""

@@ -36,6 +36,7 @@ COMMANDS: list[tuple[str, click.Command, list[str]]] = [
     ("pgshovel-admin", admin, ["set", "tail"]),
     ("pgshovel-admin", admin, ["set", "wait"]),
     ("pgshovel-admin", admin, ["set", "grants"]),
+    ("pgshovel-admin", admin, ["serve"]),
     ("pgshovel-relay", relay, []),
     ("pgshovel-replicate", replicate, []),
     ("pgshovel-sandbox", sandbox, []),

@@ -8,15 +8,15 @@ and queue info in the source, and the workers' ephemeral status nodes (see
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg2.extensions
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from pgshovel.cluster import names
+from pgshovel.cluster.status import read_statuses
 from pgshovel.source import translating
 
 
@@ -83,22 +83,10 @@ def read_queue(conn: psycopg2.extensions.connection, queue: str) -> QueueActivit
 
 
 def read_workers(client: KazooClient, cluster: str, set_name: str) -> list[WorkerActivity]:
-    parent = names.workers_path(cluster, set_name)
-    try:
-        children = sorted(client.get_children(parent))
-    except NoNodeError:
-        return []
-    workers = []
-    for child in children:
-        try:
-            data, _ = client.get(f"{parent}/{child}")
-            document = json.loads(data.decode("utf-8"))
-        except (NoNodeError, ValueError):
-            continue  # gone meanwhile, or not a status this version writes
-        except KazooException:
-            raise
-        workers.append(WorkerActivity(child, document if isinstance(document, dict) else {}))
-    return workers
+    return [
+        WorkerActivity(name, document)
+        for name, document in read_statuses(client, names.workers_path(cluster, set_name))
+    ]
 
 
 def relay_lines(relay: RelayActivity) -> list[str]:

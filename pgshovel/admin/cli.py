@@ -501,7 +501,9 @@ def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: 
 @click.argument("name")
 @table_arguments
 @click.option(
-    "--where", default="", help="Only rows matching this SQL condition (PostgreSQL target)."
+    "--where",
+    default="",
+    help="Only rows this SQL boolean expression selects in the source (PostgreSQL target).",
 )
 @timeout_option
 @click.pass_obj
@@ -512,10 +514,15 @@ def set_resnapshot(
 
     TABLE is schema.table or table (in public). The worker reads each table in
     key-range chunks between watermarks in the stream, so the copy stays exact
-    while writes go on; the command waits for its report.
+    while writes go on; the command waits for its report. --where copies only the
+    rows a boolean expression of the captured columns selects, evaluated on the
+    source alone (checked there before the request is written).
     """
     names.validate_set_name(name)
     request = requests.Request("resnapshot", admin_requests.parse_tables(tables), where)
+    if where:
+        with zookeeper.connect(options.zookeeper_hosts) as client:
+            admin_requests.check_where(client, options.cluster, name, request)
     _ask(options, name, request, timeout)
 
 
@@ -539,6 +546,53 @@ def set_verify(
     result = _ask(options, name, request, timeout)
     if admin_requests.differences_remain(result):
         raise click.exceptions.Exit(1)
+
+
+@cli.command("serve")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. The console has no authentication of its own: bind "
+    "elsewhere than loopback only behind a proxy that authenticates.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8640,
+    show_default=True,
+    help="Port to listen on (0: any free port; the URL is printed).",
+)
+@click.option(
+    "--refresh",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Seconds between the pages' automatic refreshes.",
+)
+@click.pass_obj
+def serve(options: GlobalOptions, host: str, port: int, refresh: int) -> None:
+    """Serve a read-only web console of every cluster in ZooKeeper, with a JSON API.
+
+    Pages show each set's tables, its relay (leader, standbys, epoch, backlog,
+    lag), every copy (target, position, lag, snapshot / verify / resnapshot
+    progress), the last errors, and lag and throughput charts of the last
+    hour; /api/... serves the same as JSON. ZooKeeper is read with the
+    credentials of PGSHOVEL_ZOOKEEPER_AUTH, each set's queue with its DSN.
+    Needs the console extra (pip install 'pgshovel[console]'). Ctrl-C stops it.
+    """
+    from pgshovel.console import require_console
+
+    require_console()
+    from pgshovel.console.server import serve as serve_console
+
+    serve_console(
+        options.zookeeper_hosts,
+        host,
+        port,
+        refresh,
+        announce=lambda url: click.echo(f"console on {url} (read-only; Ctrl-C stops it)"),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -293,6 +293,7 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
         names.requests_path(context.cluster, set_name),
         names.results_path(context.cluster, set_name),
         names.workers_path(context.cluster, set_name),
+        names.relays_path(context.cluster, set_name),
     ):
         children = context.store.children(parent)
         if children is None:

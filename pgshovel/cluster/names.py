@@ -76,6 +76,11 @@ def workers_path(cluster: str, set_name: str) -> str:
     return f"{set_path(cluster, set_name)}/workers"
 
 
+def relays_path(cluster: str, set_name: str) -> str:
+    """The node whose ephemeral children are the running relays' status (the console)."""
+    return f"{set_path(cluster, set_name)}/relays"
+
+
 def schema_name(cluster: str) -> str:
     """The database schema that holds a cluster's capture function and node id."""
     return f"pgshovel_{validate_cluster_name(cluster)}"

@@ -6,9 +6,12 @@ between micro-batches, records the work in its target (so a restart resumes
 it), writes its progress and finally its report to
 ``/<cluster>/sets/<set>/results/<request>``, and removes the request. The
 command waits for the report. Both sides use the JSON forms defined here.
-The nodes get the ACL of the process that creates them (see
-``pgshovel.cluster.security``); a node the client may not use is a
-``ConfigurationError`` naming it.
+Request and result nodes get the ACL of their set's node, whoever creates
+them: the worker that reads the set reads its requests (a request written with
+credentials the worker lacks blocked every later one). A node the client may
+not use is a ``ConfigurationError`` naming it; ``pending`` lists a request node
+it cannot read, or that holds no request, with that reason, so the worker can
+refuse it and go on with the next.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Literal
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.security import ACL
 
 from pgshovel.cluster import names
 from pgshovel.cluster.zookeeper import authorized
@@ -44,13 +48,44 @@ class Request:
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
-        document = json.loads(data.decode())
+        """The request a node holds; a ``ConfigurationError`` saying what is wrong with it."""
+        try:
+            document = json.loads(data.decode())
+        except (UnicodeDecodeError, ValueError) as error:
+            raise ConfigurationError(f"it holds no JSON ({error})") from error
+        if not isinstance(document, dict):
+            raise ConfigurationError(f"it holds {type(document).__name__}, not an object")
+        kind = document.get("kind")
+        if kind not in ("resnapshot", "verify"):
+            raise ConfigurationError(f"kind {kind!r} is neither 'resnapshot' nor 'verify'")
+        tables = document.get("tables") or []
+        if not isinstance(tables, list) or not all(
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(part, str) and part for part in pair)
+            for pair in tables
+        ):
+            raise ConfigurationError(f"tables {tables!r} are not [schema, table] pairs")
+        where, repair = document.get("where") or "", document.get("repair") or False
+        if not isinstance(where, str) or not isinstance(repair, bool):
+            raise ConfigurationError(
+                f"where {where!r} is not text or repair {repair!r} is not true/false"
+            )
         return cls(
-            kind=document["kind"],
-            tables=tuple((str(s), str(t)) for s, t in document.get("tables") or ()),
-            where=str(document.get("where") or ""),
-            repair=bool(document.get("repair")),
+            kind=kind,
+            tables=tuple((schema, table) for schema, table in tables),
+            where=where,
+            repair=repair,
         )
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A request node: its request, or why it cannot be taken."""
+
+    name: str
+    request: Request | None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,25 +114,40 @@ class Result:
 
     @classmethod
     def decode(cls, data: bytes) -> Result:
-        document = json.loads(data.decode())
-        return cls(
-            status=document["status"],
-            message=str(document.get("message") or ""),
-            tables=tuple(
-                TableReport(
-                    schema=item["schema"],
-                    table=item["table"],
-                    purpose=item["purpose"],
-                    ranges=int(item.get("ranges") or 0),
-                    rows=int(item.get("rows") or 0),
-                    differences=tuple(tuple(d) for d in item.get("differences") or ()),
-                )
-                for item in document.get("tables") or ()
-            ),
-        )
+        """The result a node holds; a ``ConfigurationError`` when it holds none."""
+        try:
+            document = json.loads(data.decode())
+            status = document["status"]
+            if status not in ("pending", "running", "done", "failed"):
+                raise ValueError(f"unknown status {status!r}")
+            return cls(
+                status=status,
+                message=str(document.get("message") or ""),
+                tables=tuple(
+                    TableReport(
+                        schema=item["schema"],
+                        table=item["table"],
+                        purpose=item["purpose"],
+                        ranges=int(item.get("ranges") or 0),
+                        rows=int(item.get("rows") or 0),
+                        differences=tuple(tuple(d) for d in item.get("differences") or ()),
+                    )
+                    for item in document.get("tables") or ()
+                ),
+            )
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ConfigurationError(f"it holds no result ({error!r})") from error
 
     def with_table(self, report: TableReport) -> Result:
         return Result(self.status, self.message, (*self.tables, report))
+
+
+def set_acl(client: KazooClient, cluster: str, set_name: str) -> list[ACL]:
+    """The ACL of the set's node: what its request and result nodes get."""
+    path = names.set_path(cluster, set_name)
+    with authorized(client, path):
+        acl, _ = client.get_acls(path)
+    return list(acl)
 
 
 def submit(client: KazooClient, cluster: str, set_name: str, request: Request) -> str:
@@ -106,24 +156,40 @@ def submit(client: KazooClient, cluster: str, set_name: str, request: Request) -
         raise ConfigurationError(
             f"set {set_name!r} does not exist in cluster {cluster!r}; see 'pgshovel-admin set list'"
         )
+    acl = set_acl(client, cluster, set_name)
     with authorized(client, names.set_path(cluster, set_name)):
-        client.ensure_path(names.requests_path(cluster, set_name))
-        client.ensure_path(names.results_path(cluster, set_name))
+        client.ensure_path(names.requests_path(cluster, set_name), acl=acl)
+        client.ensure_path(names.results_path(cluster, set_name), acl=acl)
         path = client.create(
-            f"{names.requests_path(cluster, set_name)}/request-", request.encode(), sequence=True
+            f"{names.requests_path(cluster, set_name)}/request-",
+            request.encode(),
+            acl=acl,
+            sequence=True,
         )
     name = str(path).rsplit("/", 1)[1]
-    write_result(client, cluster, set_name, name, Result("pending"))
+    write_result(client, cluster, set_name, name, Result("pending"), acl)
     return name
 
 
 def write_result(
-    client: KazooClient, cluster: str, set_name: str, name: str, result: Result
+    client: KazooClient,
+    cluster: str,
+    set_name: str,
+    name: str,
+    result: Result,
+    acl: list[ACL] | None = None,
 ) -> None:
     path = f"{names.results_path(cluster, set_name)}/{name}"
     with authorized(client, path):
         try:
-            client.create(path, result.encode(), makepath=True)
+            client.set(path, result.encode())
+            return
+        except NoNodeError:
+            pass
+        try:
+            if acl is None:
+                acl = set_acl(client, cluster, set_name)
+            client.create(path, result.encode(), acl=acl, makepath=True)
         except NodeExistsError:
             client.set(path, result.encode())
 
@@ -138,8 +204,9 @@ def read_result(client: KazooClient, cluster: str, set_name: str, name: str) -> 
     return Result.decode(data)
 
 
-def pending(client: KazooClient, cluster: str, set_name: str) -> list[tuple[str, Request]]:
-    """The requests not answered yet, oldest first."""
+def pending(client: KazooClient, cluster: str, set_name: str) -> list[Queued]:
+    """The requests not answered yet, oldest first; a node that cannot be read or holds no
+    request comes with the reason instead (it never hides the ones after it)."""
     path = names.requests_path(cluster, set_name)
     try:
         with authorized(client, path):
@@ -151,9 +218,11 @@ def pending(client: KazooClient, cluster: str, set_name: str) -> list[tuple[str,
         try:
             with authorized(client, f"{path}/{name}"):
                 data, _ = client.get(f"{path}/{name}")
+            found.append(Queued(name, Request.decode(data)))
         except NoNodeError:
             continue
-        found.append((name, Request.decode(data)))
+        except ConfigurationError as error:
+            found.append(Queued(name, None, f"request {name} cannot be taken: {error}"))
     return found
 
 

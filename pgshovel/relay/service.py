@@ -8,6 +8,7 @@ arrives. While leading, every failure goes to the error policy
 retried with backoff *without giving up the leadership* (no epoch is burned),
 a data error follows ``on_error``, anything else ends the relay. Losing the
 ZooKeeper session ends the leadership; the relay then rejoins the election.
+Its status node (``pgshovel.relay.status``) is written every second meanwhile.
 The first SIGINT/SIGTERM finishes or abandons the current batch and exits 0; a
 second SIGINT exits at once.
 """
@@ -43,6 +44,7 @@ from pgshovel.relay.failover import (
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.queue import PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, lead
+from pgshovel.relay.status import RelayStatusBoard
 from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
@@ -85,8 +87,12 @@ class Relay:
         zookeeper = start_client(self.zookeeper_hosts)
         server: MetricsEndpoint | None = None
         watch: SetWatch | None = None
+        board: RelayStatusBoard | None = None
         try:
             watch = SetWatch.start(zookeeper, self.cluster, self.set_name)
+            board = RelayStatusBoard(
+                zookeeper, self.cluster, self.set_name, self.identifier, self.metrics
+            ).start()
             if self.configuration.metrics_port is not None:
                 server = serve(
                     "pgshovel_relay",
@@ -97,6 +103,8 @@ class Relay:
                 )
             self._serve(zookeeper, writer, watch)
         finally:
+            if board is not None:
+                board.close()
             if watch is not None:
                 watch.close()
             if server is not None:
@@ -211,7 +219,7 @@ class Relay:
             except LeadershipLost:
                 return
             except PgshovelError as error:
-                self.metrics.errors += 1
+                self.metrics.failed(error)
                 policy.failed(error)
             finally:
                 queue.close()

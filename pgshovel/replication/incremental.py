@@ -13,14 +13,21 @@ the low watermark's batch; one committed after it, in the high watermark's
 batch or a later one. Once that micro-batch is applied, the target makes the
 chunk's range hold the staged rows except the changed keys (whose state the
 stream already brought), and stores the task's progress in the same
-transaction. A TRUNCATE or schema change of the table while a chunk is open, or
-a chunk whose watermarks were lost with a restart, is simply read again.
+transaction. A table without a key is one chunk, and no key tells which of its
+rows the stream changed: its mutations from the low watermark's batch on are
+kept instead, and those whose transaction the read's snapshot does not see are
+replayed on the staged rows (exactly the loader's handoff rule), so the copy is
+exact however busy the table is. A TRUNCATE or schema change of the table while
+a chunk is open, or a chunk whose watermarks were lost with a restart, is
+simply read again.
 
 Verify chunks stage the source's checksums instead of rows and compare them
 with the copy's after the same micro-batch; buckets holding changed keys are
 left out and the chunk is read again until every bucket compared (or
-``max_attempts``). Repair re-snapshots just the ranges a verify found different,
-then verifies them again.
+``max_attempts``). An unkeyed table's copy is compared as of the read: the
+effect of the mutations to replay is taken out of the copy's checksums. Repair
+re-snapshots just the ranges a verify found different; once it is done, those
+ranges are verified again (``pgshovel.replication.requests.follow_ups``).
 """
 
 from __future__ import annotations
@@ -30,13 +37,21 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 
-from pgshovel.abc import ChunkSink, Comparison, Target
+from pgshovel.abc import ChunkSink, Target
 from pgshovel.cluster import names
-from pgshovel.errors import PgshovelError, TransientError
-from pgshovel.source import Chunk, KeyRange, TableShape, connect, read_chunk, sample_boundaries
+from pgshovel.errors import PgshovelError, ProgrammingError, TransientError
+from pgshovel.replication.flights import Flight, Progress, Verdict
+from pgshovel.source import (
+    Chunk,
+    KeyRange,
+    StagedChunk,
+    TableShape,
+    connect,
+    read_chunk,
+    sample_boundaries,
+)
 from pgshovel.stream.plan import MicroBatchPlan
 from pgshovel.stream.state import Bound, Purpose, SnapshotTask, WorkerState
 
@@ -49,7 +64,7 @@ def attempt_prefix(cluster: str, set_name: str) -> str:
 
 
 def new_task(
-    table: TableShape, purpose: Purpose, where: str = "", origin: str = ""
+    table: TableShape, purpose: Purpose, where: str = "", origin: str = "", repair: bool = False
 ) -> SnapshotTask:
     return SnapshotTask(
         id=uuid.uuid4().hex[:12],
@@ -58,50 +73,8 @@ def new_task(
         purpose=purpose,
         where=where,
         origin=origin,
+        repair=repair,
     )
-
-
-@dataclass
-class _Flight:
-    """One chunk being read, and what the stream did to its table meanwhile."""
-
-    chunk: Chunk
-    task: str
-    index: int
-    future: Future[int]
-    opened: bool = False
-    ready: bool = False
-    invalid: str = ""
-    changed: set[tuple[str | None, ...]] = field(default_factory=set)
-
-
-@dataclass
-class _Verdict:
-    """A verify range's buckets over its comparisons: each compared once is enough."""
-
-    attempts: int = 0
-    equal: set[int] = field(default_factory=set)
-    differing: dict[int, tuple[int, int]] = field(default_factory=dict)
-    skipped: set[int] = field(default_factory=set)
-
-    def add(self, comparison: Comparison) -> None:
-        self.attempts += 1
-        self.equal |= comparison.equal
-        for bucket, counts in comparison.differing.items():
-            self.differing.setdefault(bucket, counts)
-        self.skipped |= comparison.skipped
-
-    @property
-    def pending(self) -> set[int]:
-        return self.skipped - self.equal - set(self.differing)
-
-
-@dataclass
-class Progress:
-    """Rows and time of one task, for the log line after each chunk."""
-
-    started: float = field(default_factory=time.monotonic)
-    rows: int = 0
 
 
 class IncrementalSnapshots:
@@ -120,6 +93,7 @@ class IncrementalSnapshots:
         on_finished: Callable[[SnapshotTask, WorkerState], list[SnapshotTask]] = (
             lambda task, state: []
         ),
+        on_failed: Callable[[str, str], None] = lambda origin, reason: None,
     ) -> None:
         self.cluster = cluster
         self.queue = names.queue_name(cluster, set_name)
@@ -129,11 +103,12 @@ class IncrementalSnapshots:
         self.rows_per_chunk = rows_per_chunk
         self.max_attempts = max_attempts
         self.on_finished = on_finished
+        self.on_failed = on_failed
         self._sink: ChunkSink | None = None
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="chunk")
         self._parallel = parallel
-        self._flights: dict[str, _Flight] = {}
-        self._verdicts: dict[tuple[str, int], _Verdict] = {}
+        self._flights: dict[str, Flight] = {}
+        self._verdicts: dict[tuple[str, int], Verdict] = {}
         self._progress: dict[str, Progress] = {}
 
     def close(self) -> None:
@@ -197,11 +172,10 @@ class IncrementalSnapshots:
                     continue
                 if identity in changes.whole:
                     flight.invalid = "the table was truncated or changed shape while it was read"
-                keys = changes.keys.get(identity)
-                if keys:
-                    if not flight.chunk.key_range.table.key:
-                        flight.invalid = "the unkeyed table changed while it was read"
-                    flight.changed |= keys
+                if flight.chunk.key_range.table.key:
+                    flight.changed |= changes.keys.get(identity, set())
+                else:
+                    flight.mutations.extend(changes.unkeyed_of({identity}).get(identity, ()))
                 if flight.chunk.high in marks:
                     flight.ready = True
 
@@ -209,11 +183,11 @@ class IncrementalSnapshots:
         for attempt, flight in list(self._flights.items()):
             if flight.future.done() and flight.future.exception() is not None:
                 del self._flights[attempt]
-                self._failed(flight, flight.future.exception())
+                state = self._failed(state, flight, flight.future.exception())
                 continue
             if not flight.ready:
                 continue
-            rows = flight.future.result()  # the high watermark is written last: it is done
+            staged = flight.future.result()  # the high watermark is written last: it is done
             del self._flights[attempt]
             task = _task(state, flight.task)
             if task is None or flight.invalid:
@@ -226,26 +200,60 @@ class IncrementalSnapshots:
                     )
                 self.target.drop_staging([attempt])
                 continue
-            state = self._complete(state, task, flight, rows)
+            try:
+                state = self._complete(state, task, flight, staged)
+            except PgshovelError as error:
+                if not _lasting(error) or not task.origin:
+                    raise
+                state = self._give_up(state, task, attempt, error)
         return state
 
-    def _failed(self, flight: _Flight, error: BaseException | None) -> None:
+    def _failed(
+        self, state: WorkerState, flight: Flight, error: BaseException | None
+    ) -> WorkerState:
         table = flight.chunk.key_range.table.qualified
         if isinstance(error, TransientError):
             logger.warning(
                 "reading range %d of %s failed (%s); it is read again", flight.index, table, error
             )
-            return
+            return state
+        task = _task(state, flight.task)
+        if task is None:  # its request was refused meanwhile: nothing waits for this read
+            self.target.drop_staging([flight.chunk.attempt])
+            return state
+        if isinstance(error, PgshovelError) and _lasting(error) and task.origin:
+            return self._give_up(state, task, flight.chunk.attempt, error)
         if isinstance(error, PgshovelError):
             raise error
         raise RuntimeError(f"reading range {flight.index} of {table} failed: {error}") from error
 
-    def _complete(
-        self, state: WorkerState, task: SnapshotTask, flight: _Flight, rows: int
+    def _give_up(
+        self, state: WorkerState, task: SnapshotTask, attempt: str, error: PgshovelError
     ) -> WorkerState:
+        """A request's task failed for a lasting reason: drop every task of that request,
+        refuse it with the reason, and go on streaming (its other chunks in flight are
+        dropped when they land, their task gone)."""
+        reason = f"{task.purpose} of {task.schema}.{task.table} failed: {error}"
+        dropped = {t.id for t in state.tasks if t.origin == task.origin}
+        self.target.drop_staging([attempt])
+        for key in [key for key in self._verdicts if key[0] in dropped]:
+            del self._verdicts[key]
+        for task_id in dropped:
+            self._progress.pop(task_id, None)
+        state = state.replace(tasks=tuple(t for t in state.tasks if t.id not in dropped))
+        self.target.store_state(state)
+        logger.error("%s; the request is refused, the stream goes on", reason)
+        self.on_failed(task.origin, reason)
+        return state
+
+    def _complete(
+        self, state: WorkerState, task: SnapshotTask, flight: Flight, staged: StagedChunk
+    ) -> WorkerState:
+        rows = staged.rows
+        replay = flight.replay(staged)
         if task.purpose == "verify":
-            comparison = self.target.compare_chunk(flight.chunk, flight.changed)
-            verdict = self._verdicts.setdefault((task.id, flight.index), _Verdict())
+            comparison = self.target.compare_chunk(flight.chunk, flight.changed, replay=replay)
+            verdict = self._verdicts.setdefault((task.id, flight.index), Verdict())
             verdict.add(comparison)
             if verdict.pending and verdict.attempts < self.max_attempts:
                 return state  # writes touched some buckets: compare those again later
@@ -270,7 +278,7 @@ class IncrementalSnapshots:
         else:
             updated = task.record(flight.index, rows, ())
             state = _with(state, updated)
-            self.target.merge_chunk(flight.chunk, flight.changed, state)
+            self.target.merge_chunk(flight.chunk, flight.changed, state, replay=replay)
         self._log(updated, rows)
         if updated.finished:
             self._progress.pop(updated.id, None)
@@ -310,9 +318,7 @@ class IncrementalSnapshots:
                 continue
             connection = connect(self.source_dsn, "pgshovel-replicate chunk plan", autocommit=True)
             try:
-                boundaries, total = sample_boundaries(
-                    connection, table, self.rows_per_chunk, task.where
-                )
+                boundaries, total = sample_boundaries(connection, table, self.rows_per_chunk)
             finally:
                 connection.close()
             lowers: list[Bound] = [None, *boundaries]
@@ -356,15 +362,22 @@ class IncrementalSnapshots:
                     cluster=self.cluster,
                 )
                 future = self._pool.submit(self._read, chunk, self._sink)
-                self._flights[attempt] = _Flight(chunk, task.id, index, future)
+                self._flights[attempt] = Flight(chunk, task.id, index, future)
 
-    def _read(self, chunk: Chunk, sink: ChunkSink) -> int:
+    def _read(self, chunk: Chunk, sink: ChunkSink) -> StagedChunk:
         return read_chunk(
             self.source_dsn,
             chunk,
-            lambda copy_out: sink.stage_rows(chunk.attempt, chunk.key_range.table, copy_out),
+            lambda copy_out: sink.stage_rows(
+                chunk.attempt, chunk.key_range.table, copy_out, selected=bool(chunk.where)
+            ),
             lambda checksums: sink.stage_checksums(chunk.attempt, checksums),
         )
+
+
+def _lasting(error: PgshovelError) -> bool:
+    """Whether ``error`` ends a request: not a fault that passes (retried) nor a bug."""
+    return not isinstance(error, (TransientError, ProgrammingError))
 
 
 def _task(state: WorkerState, task_id: str) -> SnapshotTask | None:

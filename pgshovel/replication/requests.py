@@ -1,13 +1,19 @@
 """The worker's side of requests through ZooKeeper: re-snapshot and verify (with repair).
 
 Between micro-batches the worker looks for new requests (at most once a
-second), checks them (tables of the set, a ``--where`` condition the source
-accepts and the target can evaluate), turns them into snapshot tasks stored in
+second), checks them (tables of the set; a ``--where`` filter must be one
+read-only boolean expression of the captured columns, see
+``pgshovel.source.check_filter``), turns them into snapshot tasks stored in
 its state (a restart resumes them), and reports: ``running`` when taken, one
 table report per finished task, ``done`` when every task of the request is
-finished, ``failed`` with the reason when it cannot be done. A verify with
-repair that found differing ranges copies just those ranges again and verifies
-them again before it is done.
+finished, ``failed`` with the reason when it cannot be done: a request node
+that holds no request or cannot be read, one the checks refuse, or one whose
+reads or merges fail for a lasting reason. Refusing a request never stops the
+worker or the requests after it. A verify with
+repair that found differing ranges copies just those ranges again, then
+verifies them again, before the request is done: whether a verify repairs is
+stored with its task (``SnapshotTask.repair``), so every table of the request
+is repaired, and a restart in the middle changes nothing.
 """
 
 from __future__ import annotations
@@ -17,15 +23,14 @@ import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from psycopg2 import sql
 
 from pgshovel.abc import Target
 from pgshovel.cluster import requests
 from pgshovel.cluster.requests import Request, Result, TableReport
 from pgshovel.cluster.zookeeper import start_client
-from pgshovel.errors import PgshovelError
+from pgshovel.errors import ConfigurationError, PgshovelError, TransientError
 from pgshovel.replication.incremental import new_task
-from pgshovel.source import connect, translating
+from pgshovel.source import TableShape, check_filter, check_filter_text, connect
 from pgshovel.stream.state import Purpose, SnapshotTask, WorkerState
 
 logger = logging.getLogger(__name__)
@@ -46,7 +51,10 @@ class RequestDesk:
         self.target = target
         self._client: KazooClient | None = None
         self._next_poll = 0.0
-        self._repair: dict[str, bool] = {}
+        #: requests refused whose answer ZooKeeper did not take: skipped from now on
+        self._refused: set[str] = set()
+        #: why the requests could not be read at the last poll ("" when they could)
+        self._unread = ""
 
     def close(self) -> None:
         if self._client is not None:
@@ -61,7 +69,10 @@ class RequestDesk:
         return self._client
 
     def take(self, state: WorkerState) -> WorkerState:
-        """``state`` with the tasks of requests not taken yet (polled at most once a second)."""
+        """``state`` with the tasks of requests not taken yet (polled at most once a second).
+
+        A request that cannot be carried out is refused with its reason; it never stops
+        the worker or the requests after it."""
         now = time.monotonic()
         if now < self._next_poll:
             return state
@@ -70,35 +81,63 @@ class RequestDesk:
             client = self.zookeeper()
             found = requests.pending(client, self.cluster, self.set_name)
         except (KazooException, PgshovelError) as error:
-            logger.warning("cannot read requests from zookeeper (%s); trying again later", error)
+            if str(error) != self._unread:  # once, not every second
+                logger.warning("cannot read requests from zookeeper (%s); trying again", error)
+            self._unread = str(error)
             return state
+        self._unread = ""
         origins = {task.origin for task in state.tasks}
-        for name, request in found:
-            self._repair[name] = request.repair
-            if name in origins:
+        for queued in found:
+            name = queued.name
+            if name in origins or name in self._refused:
                 continue
-            result = requests.read_result(client, self.cluster, self.set_name, name)
-            if result is not None and result.status in ("done", "failed"):
-                requests.remove_request(client, self.cluster, self.set_name, name)
-                continue
-            state = self._accept(client, name, request, state)
+            try:
+                if queued.request is None:
+                    self.refuse(name, queued.problem)
+                    continue
+                if self._answered(client, name):
+                    requests.remove_request(client, self.cluster, self.set_name, name)
+                    continue
+                state = self._accept(client, name, queued.request, state)
+            except (KazooException, TransientError) as error:
+                logger.warning("request %s: %s; trying again later", name, error)
         return state
+
+    def _answered(self, client: KazooClient, name: str) -> bool:
+        try:
+            result = requests.read_result(client, self.cluster, self.set_name, name)
+        except ConfigurationError:
+            return False  # a result node holding no result: the worker's answer replaces it
+        return result is not None and result.status in ("done", "failed")
+
+    def refuse(self, name: str, reason: str) -> None:
+        """Answer request ``name`` with ``failed`` and ``reason`` and remove it. Where
+        ZooKeeper does not let the worker (a node made with other credentials), the reason
+        is logged once and the request left alone."""
+        logger.error("request %s refused: %s", name, reason)
+        self._refused.add(name)
+        try:
+            client = self.zookeeper()
+            requests.write_result(
+                client, self.cluster, self.set_name, name, Result("failed", reason)
+            )
+            requests.remove_request(client, self.cluster, self.set_name, name)
+        except (KazooException, PgshovelError) as error:
+            logger.error("cannot answer request %s in zookeeper (%s): it is skipped", name, error)
+            return
+        self._refused.discard(name)
 
     def _accept(
         self, client: KazooClient, name: str, request: Request, state: WorkerState
     ) -> WorkerState:
         problem = self._problem(request, state)
         if problem:
-            logger.error("request %s refused: %s", name, problem)
-            requests.write_result(
-                client, self.cluster, self.set_name, name, Result("failed", problem)
-            )
-            requests.remove_request(client, self.cluster, self.set_name, name)
+            self.refuse(name, problem)
             return state
         wanted = set(request.tables) or {table.identity for table in state.tables}
         purpose: Purpose = "verify" if request.kind == "verify" else "resnapshot"
         tasks = [
-            new_task(table, purpose, request.where, origin=name)
+            new_task(table, purpose, request.where, origin=name, repair=request.repair)
             for table in state.tables
             if table.identity in wanted
         ]
@@ -114,29 +153,35 @@ class RequestDesk:
         return state
 
     def _problem(self, request: Request, state: WorkerState) -> str:
-        known = {table.identity for table in state.tables}
+        """Why ``request`` cannot be carried out ("" when it can)."""
+        known = {table.identity: table for table in state.tables}
         unknown = [".".join(table) for table in request.tables if table not in known]
         if unknown:
             return f"table(s) {unknown!r} are not tables of set {self.set_name!r}"
-        if request.where:
-            if not self.target.can_filter():
-                return "this target cannot evaluate --where conditions; re-snapshot whole tables"
-            for schema, table in request.tables or sorted(known):
-                error = self._check_where(schema, table, request.where)
-                if error:
-                    return f"--where {request.where!r} on {schema}.{table}: {error}"
-        return ""
-
-    def _check_where(self, schema: str, table: str, where: str) -> str:
+        if not request.where:
+            return ""
+        if request.kind != "resnapshot":
+            return "only 'set resnapshot' takes a --where filter"
+        if not self.target.can_filter():
+            return "this target takes no --where filter; re-snapshot whole tables"
+        try:
+            check_filter_text(request.where)
+        except ConfigurationError as error:
+            return str(error)
+        tables = [known[identity] for identity in request.tables or sorted(known)]
+        for table in tables:
+            if not table.key:
+                return (
+                    f"--where on {table.qualified}: the table has no key, so the copy's rows "
+                    "cannot be told apart by the source's; re-snapshot the whole table"
+                )
         connection = connect(self.source_dsn, "pgshovel-replicate request", autocommit=True)
         try:
-            with translating("checking a --where condition"), connection.cursor() as cursor:
-                cursor.execute(
-                    sql.SQL("EXPLAIN SELECT 1 FROM {} WHERE ({})").format(
-                        sql.Identifier(schema, table), sql.SQL(where)
-                    )
-                )
-        except PgshovelError as error:
+            for table in tables:
+                # PostgreSQL parses and plans the filter; whoever wrote the request gets
+                # no more than a read-only boolean expression of the captured columns.
+                check_filter(connection, table, request.where)
+        except ConfigurationError as error:
             return str(error)
         finally:
             connection.close()
@@ -146,15 +191,7 @@ class RequestDesk:
         """Report a finished task of a request; the follow-up tasks a repair needs."""
         if not task.origin:
             return []
-        follow: list[SnapshotTask] = []
-        if task.purpose == "verify" and task.differences and self._repair.get(task.origin):
-            ranges = tuple(task.ranges[index] for index, *_ in task.differences)
-            table = state.table(task.schema, task.table)
-            if table is not None:
-                repair = new_task(table, "repair", origin=task.origin).plan(ranges, task.rows)
-                check = new_task(table, "verify", origin=task.origin).plan(ranges, task.rows)
-                follow = [repair, check]
-                self._repair[task.origin] = False  # the second verify reports, no second repair
+        follow = follow_ups(task, state.table(task.schema, task.table))
         report = TableReport(
             schema=task.schema,
             table=task.table,
@@ -181,3 +218,22 @@ class RequestDesk:
         except (KazooException, PgshovelError) as error:
             logger.warning("cannot report request %s to zookeeper: %s", task.origin, error)
         return follow
+
+
+def follow_ups(task: SnapshotTask, table: TableShape | None) -> list[SnapshotTask]:
+    """The tasks a finished task of a request leads to (pure).
+
+    A verify with ``repair`` that found differing ranges: their repair (a copy of
+    just those ranges). A repair: the verify of the ranges it copied, which
+    reports and never repairs again. The verify starts only once the repair is
+    done, so it compares the repaired copy.
+    """
+    if table is None or not task.origin:
+        return []
+    if task.purpose == "verify" and task.repair and task.differences:
+        ranges = tuple(task.ranges[index] for index, *_ in task.differences)
+        rows = sum(source for _, source, _, _ in task.differences)
+        return [new_task(table, "repair", origin=task.origin).plan(ranges, rows)]
+    if task.purpose == "repair":
+        return [new_task(table, "verify", origin=task.origin).plan(task.ranges, task.rows)]
+    return []

@@ -1,11 +1,10 @@
 """The worker's status in ZooKeeper, for ``set inspect``: one ephemeral node per running worker.
 
 ``/<cluster>/sets/<set>/workers/<host:pid:id>`` holds a small JSON document
-(target, phase, stream offset, lag, snapshot tasks, the applied horizon, when
-it was written), rewritten at most every ``interval`` seconds. The node is ephemeral, so a
-worker that died leaves no status behind; a dropped set is not recreated
-(the parent is created only under an existing set node). ZooKeeper being
-unavailable costs one warning, never the worker.
+(target, phase, stream offset, lag, snapshot tasks, the applied horizon, the
+last hour's lag and mutations/s and the last errors, when it was written),
+rewritten at most every ``interval`` seconds (see ``pgshovel.cluster.status``).
+ZooKeeper being unavailable costs one warning, never the worker.
 """
 
 from __future__ import annotations
@@ -20,9 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException
 
 from pgshovel.cluster import names
+from pgshovel.cluster.status import write_status
 from pgshovel.errors import PgshovelError
 from pgshovel.replication.metrics import WorkerMetrics
 
@@ -54,6 +54,10 @@ def status_document(metrics: WorkerMetrics, target: str, now: float) -> dict[str
             for task in (state.tasks if state is not None else ())
         ],
         "updated": now,
+        # the console's charts and error list (pgshovel.history)
+        "history": metrics.history.document(),
+        "errors": metrics.errors,
+        "recent_errors": metrics.recent_errors.document(),
     }
 
 
@@ -75,35 +79,29 @@ class StatusBoard:
         self.interval = interval
         self._next = 0.0
         self._warned = False
+        self._mutations = 0
 
     def publish(self, metrics: WorkerMetrics, force: bool = False) -> None:
+        wall = time.time()
+        # A micro-batch with mutations committed since the last look: its lag (source commit
+        # to target commit) counts too, or a catch-up would never show in the history.
+        fresh = metrics.mutations != self._mutations
+        self._mutations = metrics.mutations
+        lag = max(metrics.lag_seconds(wall), metrics.batch_lag_seconds if fresh else 0.0)
+        metrics.history.observe(wall, lag, metrics.mutations)
         now = time.monotonic()
         if now < self._next and not force:
             return
         self._next = now + self.interval
-        data = json.dumps(status_document(metrics, self.target, time.time())).encode()
+        data = json.dumps(status_document(metrics, self.target, wall)).encode()
         try:
-            self._write(self._zookeeper(), data)
+            write_status(self._zookeeper(), self._parent, self.path, data)
         except (KazooException, PgshovelError) as error:
             if not self._warned:
                 logger.warning("cannot write the worker's status to zookeeper (%s)", error)
                 self._warned = True
             return
         self._warned = False
-
-    def _write(self, client: KazooClient, data: bytes) -> None:
-        try:
-            client.set(self.path, data)
-            return
-        except NoNodeError:
-            pass
-        try:
-            client.create(self._parent)
-        except NodeExistsError:
-            pass
-        except NoNodeError:
-            return  # the set was dropped: leave it dropped
-        client.create(self.path, data, ephemeral=True)
 
     def close(self) -> None:
         try:

@@ -148,7 +148,7 @@ class Worker:
                 try:
                     return self._run(should_stop, policy.succeeded)
                 except PgshovelError as error:
-                    self.metrics.errors += 1
+                    self.metrics.failed(error)
                     policy.failed(error)
                     if should_stop():
                         return self.state
@@ -269,6 +269,7 @@ class Worker:
             rows_per_chunk=settings.rows_per_chunk,
             parallel=settings.parallel,
             on_finished=on_finished,
+            on_failed=(lambda origin, reason: None) if desk is None else desk.refuse,
         )
 
     def load(self) -> WorkerState:
@@ -478,6 +479,11 @@ class Worker:
                     step.change.schema,
                     step.change.table,
                     step.change.problem,
+                )
+                self.metrics.recent_errors.record(
+                    time.time(),
+                    f"table {step.change.schema!r}.{step.change.table!r} is no longer "
+                    f"replicated: {step.change.problem}",
                 )
         for name in set(state.broken) - set(plan.broken):
             logger.warning("table %r.%r: capture follows the set again", *name)

@@ -10,12 +10,15 @@ tables only through ``Catalog`` and describe a captured table only as a
 from pgshovel.source._catalog import UNKNOWN_TYPE, Catalog, TableInfo, captured_shape
 from pgshovel.source._chunks import (
     BUCKETS,
+    SELECTED,
     Checksum,
     Chunk,
+    StagedChunk,
     Watermarked,
     bucket_expression,
     checksum_query,
     chunk_condition,
+    hash_expression,
     output_text,
     read_chunk,
     sample_boundaries,
@@ -29,6 +32,7 @@ from pgshovel.source._connection import (
     translating,
 )
 from pgshovel.source._dsn import SourceConnection, source_dsn, with_source_connection
+from pgshovel.source._filters import captured_rows, check_filter, check_filter_text
 from pgshovel.source._node import NODE_TABLE, node_id, read_node_id
 from pgshovel.source._ranges import (
     COLLATABLE,
@@ -53,6 +57,7 @@ __all__ = [
     "BUCKETS",
     "COLLATABLE",
     "NODE_TABLE",
+    "SELECTED",
     "TEXT_SETTINGS",
     "UNKNOWN_TYPE",
     "CapturedTable",
@@ -64,18 +69,23 @@ __all__ = [
     "Interpretation",
     "KeyRange",
     "SourceConnection",
+    "StagedChunk",
     "TableFacts",
     "TableInfo",
     "TableShape",
     "Watermarked",
     "bucket_expression",
+    "captured_rows",
     "captured_shape",
     "captured_tables",
     "cast_is_exact",
+    "check_filter",
+    "check_filter_text",
     "checksum_query",
     "chunk_condition",
     "connect",
     "first_line",
+    "hash_expression",
     "interpret",
     "is_unavailable",
     "key_columns",

@@ -66,12 +66,18 @@ Step = Segment | SchemaStep
 KeyText = Callable[[stream_pb2.Row, TableShape], tuple[str | None, ...] | None]
 
 
+Keys = dict[tuple[str, str], set[tuple[str | None, ...]]]
+Unkeyed = dict[tuple[str, str], tuple[stream_pb2.Mutation, ...]]
+
+
 @dataclass(frozen=True)
 class BatchChanges:
-    """For incremental snapshots: which tables a batch touched, by key, and its watermarks.
+    """For incremental snapshots: which tables a batch touched, how, and its watermarks.
 
-    The keys are read from the rows when first asked for (only a running
-    incremental snapshot asks), not while planning.
+    A keyed table's changes are the keys of the rows they touched, read from the
+    rows when first asked for (only a running incremental snapshot asks), not
+    while planning. A table without a key has no key to name a row by: its
+    changes are its mutations themselves (``unkeyed_of``).
     """
 
     batch: CommittedBatch
@@ -82,30 +88,28 @@ class BatchChanges:
     touched: tuple[tuple[TableShape, stream_pb2.Mutation], ...] = ()
     key_text: KeyText | None = None
     #: the keys, read already (a part of a batch kept after its mutations were let go)
-    known_keys: dict[tuple[str, str], set[tuple[str | None, ...]]] | None = None
+    known_keys: Keys | None = None
+    #: the unkeyed tables' mutations, kept with ``known_keys``
+    known_unkeyed: Unkeyed | None = None
 
     @cached_property
-    def keys(self) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
-        """table -> key values (text) of every row a mutation of the batch touched."""
+    def keys(self) -> Keys:
+        """keyed table -> key values (text) of every row a mutation of the batch touched."""
         if self.known_keys is not None:
             return self.known_keys
         return self._read_keys(None)
 
-    def keys_of(
-        self, tables: Collection[tuple[str, str]]
-    ) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
+    def keys_of(self, tables: Collection[tuple[str, str]]) -> Keys:
         """``keys`` of ``tables`` only (the rows of other tables are not read)."""
         if self.known_keys is not None or "keys" in self.__dict__:
             return {name: touched for name, touched in self.keys.items() if name in tables}
         return self._read_keys(tables)
 
-    def _read_keys(
-        self, tables: Collection[tuple[str, str]] | None
-    ) -> dict[tuple[str, str], set[tuple[str | None, ...]]]:
-        keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
+    def _read_keys(self, tables: Collection[tuple[str, str]] | None) -> Keys:
+        keys: Keys = {}
         key_text = self.key_text
         for table, mutation in self.touched:
-            if tables is not None and table.identity not in tables:
+            if not table.key or (tables is not None and table.identity not in tables):
                 continue
             touched = keys.setdefault(table.identity, set())
             if key_text is None:
@@ -116,33 +120,47 @@ class BatchChanges:
                     touched.add(key)
         return keys
 
+    def unkeyed_of(self, tables: Collection[tuple[str, str]]) -> Unkeyed:
+        """The row mutations of the unkeyed tables among ``tables``, in stream order."""
+        if self.known_unkeyed is not None:
+            return {name: found for name, found in self.known_unkeyed.items() if name in tables}
+        found: dict[tuple[str, str], list[stream_pb2.Mutation]] = {}
+        for table, mutation in self.touched:
+            if not table.key and table.identity in tables:
+                found.setdefault(table.identity, []).append(mutation)
+        return {name: tuple(mutations) for name, mutations in found.items()}
+
     def settled(self, tables: Collection[tuple[str, str]]) -> BatchChanges:
         """These changes without the mutations (a part of a batch, applied but kept until
-        the batch commits): the keys of ``tables`` are read now, the others dropped."""
-        keys = self.keys_of(tables)
+        the batch commits): the changes of ``tables`` are read now, the others dropped."""
         return BatchChanges(
             dataclasses.replace(self.batch, mutations=(), markers=()),
             self.whole,
             self.watermarks,
-            known_keys=keys,
+            known_keys=self.keys_of(tables),
+            known_unkeyed=self.unkeyed_of(tables),
         )
 
 
 def join_parts(parts: Sequence[BatchChanges], tables: Collection[tuple[str, str]]) -> BatchChanges:
     """The changes of one batch applied in parts, as if it had come whole (an incremental
     snapshot counts a batch's changes whole: see ``pgshovel.replication.incremental``),
-    with the keys of ``tables``."""
-    keys: dict[tuple[str, str], set[tuple[str | None, ...]]] = {}
+    with the changes of ``tables``."""
+    keys: Keys = {}
+    unkeyed: dict[tuple[str, str], list[stream_pb2.Mutation]] = {}
     whole: set[tuple[str, str]] = set()
     for part in parts:
         whole |= part.whole
         for name, touched in part.keys_of(tables).items():
             keys.setdefault(name, set()).update(touched)
+        for name, mutations in part.unkeyed_of(tables).items():
+            unkeyed.setdefault(name, []).extend(mutations)
     return BatchChanges(
         parts[-1].batch,
         whole,
         tuple(mark for part in parts for mark in part.watermarks),
         known_keys=keys,
+        known_unkeyed={name: tuple(mutations) for name, mutations in unkeyed.items()},
     )
 
 

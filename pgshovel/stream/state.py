@@ -29,7 +29,9 @@ class SnapshotTask:
     ``ranges`` are the key ranges planned (``[lower, upper)``, text key values,
     None unbounded); ``done`` the indexes of the ranges already applied (or
     compared, for ``verify``); ``differences`` the ranges a verify found
-    different, with the rows counted on each side.
+    different, with the rows counted on each side; ``repair`` a verify that
+    copies the ranges it found different again (``set verify --repair``; the
+    verify after that repair only reports).
     """
 
     id: str
@@ -46,6 +48,7 @@ class SnapshotTask:
     #: rows copied (or compared) so far and the planner's estimate of the total
     rows: int = 0
     estimate: int = 0
+    repair: bool = False
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -183,6 +186,7 @@ def task_from_document(document: dict[str, Any]) -> SnapshotTask:
         ),
         rows=int(document.get("rows") or 0),
         estimate=int(document.get("estimate") or 0),
+        repair=bool(document.get("repair")),
     )
 
 

@@ -2,15 +2,21 @@
 
 Runs ``python -m example.demo --short`` as a user would (a subprocess, the
 example configurations as shipped) against the session's sandbox, in its own
-cluster and databases, and checks the final table and the processes.
+cluster and databases, reading its output as it comes: the console URL it
+prints answers while the demo runs, live apply lines (with mutations applied
+per second) come before the workload ends, and at the end the final table
+and the processes are checked.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("products", "customers", "orders", "order_lines", "Shipping Notes")
 STARTED = re.compile(r"started (pgshovel-relay|pgshovel-replicate) \(pid (\d+)\)")
+CONSOLE = re.compile(r"==> console: (http://\S+) \(pgshovel-admin serve, pid (\d+);")
+LIVE = re.compile(r"copy applies (\d+) mutations/s \((\d+) in all\), lag [\d.]+ s \| rows: ")
 
 
 @pytest.fixture
@@ -47,7 +55,7 @@ def database_prefix(sandbox: SandboxConnection) -> Iterator[str]:
 def test_short_demo_converges_and_stops_its_processes(
     sandbox: SandboxConnection, cluster_name: str, database_prefix: str
 ) -> None:
-    done = subprocess.run(
+    demo = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -61,11 +69,43 @@ def test_short_demo_converges_and_stops_its_processes(
             database_prefix,
         ],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one pipe, read as it comes: nothing can fill up
         text=True,
-        timeout=480,
-        check=False,
     )
+    lines: list[str] = []
+    announced = threading.Event()
+
+    def read() -> None:
+        assert demo.stdout is not None
+        for line in demo.stdout:
+            lines.append(line)
+            if CONSOLE.search(line):
+                announced.set()
+
+    reader = threading.Thread(target=read, name="demo output")
+    reader.start()
+    try:
+        # The console answers while the demo runs, with the set's page and its JSON.
+        assert announced.wait(300), "".join(lines)
+        (console,) = [found for line in lines if (found := CONSOLE.search(line))]
+        page_url, console_pid = console.group(1), int(console.group(2))
+        with urllib.request.urlopen(page_url, timeout=60) as response:  # noqa: S310
+            assert response.status == 200
+            page = response.read().decode()
+        assert "set demo" in page and "Lag, last hour" in page
+        api_url = page_url.replace("/clusters/", "/api/clusters/", 1)
+        with urllib.request.urlopen(api_url, timeout=60) as response:  # noqa: S310
+            assert json.loads(response.read())["set"] == "demo"
+        demo.wait(timeout=480)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        reader.join(60)
+        assert demo.stdout is not None
+        demo.stdout.close()
+    done = subprocess.CompletedProcess(demo.args, demo.returncode, "".join(lines), "")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     rows = {
@@ -80,10 +120,17 @@ def test_short_demo_converges_and_stops_its_processes(
         assert counts[0] == counts[1] and int(counts[0]) > 0, line
     assert "the replica converged" in done.stdout
     assert "workload done:" in done.stdout and "relayed" in done.stdout
+    # Progress while the worker starts, then live lines while the workload still runs.
+    before_end = done.stdout.split("workload done:", 1)[0]
+    starting = before_end.split("copy applies", 1)[0]
+    assert "worker starting Spark" in starting or "loading the snapshot" in starting, output
+    live = [(int(rate), int(total)) for rate, total in LIVE.findall(before_end)]
+    assert len(live) >= 3 and any(rate > 0 for rate, _ in live), output
+    assert live[-1][1] > live[0][1], output  # the copy kept applying
 
     started = {name: int(pid) for name, pid in STARTED.findall(done.stdout)}
     assert set(started) == {"pgshovel-relay", "pgshovel-replicate"}, output
-    for pid in started.values():
+    for pid in [*started.values(), console_pid]:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # the demo stopped it
     # A sandbox the demo did not start is left running.

@@ -145,6 +145,9 @@ def test_the_wheel_carries_the_protocol_modules_sql_and_entry_points(tmp_path: P
     for sql_file in sorted((ROOT / "sql").glob("*.sql")):
         assert f"pgshovel/_sql/{sql_file.name}" in names
     assert "pgshovel/py.typed" in names
+    # The console's pages (pgshovel-admin serve).
+    for template in sorted((ROOT / "pgshovel/console/templates").glob("*.html")):
+        assert f"pgshovel/console/templates/{template.name}" in names
     # Only the package: no tests, examples or benchmarks next to it.
     assert {name.split("/")[0] for name in names} == {"pgshovel", dist_info}
     for name in COMMANDS:
@@ -153,3 +156,7 @@ def test_the_wheel_carries_the_protocol_modules_sql_and_entry_points(tmp_path: P
     spark = [line for line in requirements if line.split()[1].startswith("pyspark")]
     assert spark and all('extra == "spark"' in line or 'extra == "dev"' in line for line in spark)
     assert "Provides-Extra: spark" in metadata
+    console = [line for line in requirements if line.split()[1].startswith("uvicorn")]
+    assert console and all(
+        'extra == "console"' in line or 'extra == "dev"' in line for line in console
+    )

@@ -34,7 +34,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -85,7 +85,13 @@ class ParquetChunkSink:
 
     path: str
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
+        if selected:
+            raise ConfigurationError(
+                "parquet target: a re-snapshot with --where needs the postgresql target"
+            )
         buffer = io.BytesIO()
         copy_out(buffer)
         rows = [copytext.decode_line(line) for line in buffer.getvalue().decode().splitlines()]
@@ -283,8 +289,16 @@ class ParquetTarget:
                 f"parquet target: {doing} while parts of a batch are uncommitted"
             )
 
-    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+    def merge_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        state: WorkerState,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> int:
         self._check_committed("merging a chunk")
+        _no_unkeyed_replay(replay)
         if chunk.where:
             raise ConfigurationError(
                 "parquet target: a re-snapshot with --where needs the postgresql target"
@@ -301,7 +315,10 @@ class ParquetTarget:
         self.drop_staging([chunk.attempt])
         return int(staged.num_rows)
 
-    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+    def compare_chunk(
+        self, chunk: Chunk, changed: ChangedKeys, *, replay: Sequence[stream_pb2.Mutation] = ()
+    ) -> Comparison:
+        _no_unkeyed_replay(replay)
         table = chunk.key_range.table
         current = tables.read_rows(self.root, table, self._versions[table.qualified])
         source = _parquet_chunks.read_sums(self.root, chunk.attempt)
@@ -327,6 +344,13 @@ class ParquetTarget:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def _no_unkeyed_replay(replay: Sequence[stream_pb2.Mutation]) -> None:
+    if replay:
+        raise ProgrammingError(
+            "parquet target: mutations to replay on a chunk, but it holds no unkeyed table"
+        )
 
 
 def _state(path: str) -> tuple[WorkerState, dict[str, str]]:

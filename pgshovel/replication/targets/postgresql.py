@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -102,15 +102,24 @@ class PostgresChunkSink:
 
     dsn: str
 
-    def stage_rows(self, attempt: str, table: TableShape, copy_out: CopyOut) -> int:
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
         connection = connect(self.dsn, "pgshovel-replicate chunk")
         try:
             with translating(f"staging a chunk of {table.qualified!r}"):
                 with connection.cursor() as cursor:
-                    _pgchunks.create_staging(cursor, attempt, table)
-                return _pipe_range(
-                    connection, table, copy_out, _pgchunks.copy_into_staging(attempt, table)
+                    _pgchunks.create_staging(cursor, attempt, table, selected)
+                rows = _pipe_range(
+                    connection,
+                    table,
+                    copy_out,
+                    _pgchunks.copy_into_staging(attempt, table, selected),
                 )
+                if selected:
+                    with connection.cursor() as cursor:
+                        rows = _pgchunks.selected_rows(cursor, attempt)
+                return rows
         finally:
             connection.close()
 
@@ -280,18 +289,27 @@ class PostgresTarget:
     def chunk_sink(self) -> ChunkSink:
         return PostgresChunkSink(self.dsn)
 
-    def merge_chunk(self, chunk: Chunk, changed: ChangedKeys, state: WorkerState) -> int:
+    def merge_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        state: WorkerState,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> int:
         table = chunk.key_range.table
         with self._transaction(f"merging a chunk of {table.qualified!r}") as cursor:
-            rows = _pgchunks.merge(cursor, chunk, changed)
+            rows = _pgchunks.merge(cursor, chunk, changed, replay)
             _pgchunks.drop(cursor, [chunk.attempt])
             _pgstate.write(cursor, self._cluster, self._set_name, state)
         return rows
 
-    def compare_chunk(self, chunk: Chunk, changed: ChangedKeys) -> Comparison:
+    def compare_chunk(
+        self, chunk: Chunk, changed: ChangedKeys, *, replay: Sequence[stream_pb2.Mutation] = ()
+    ) -> Comparison:
         table = chunk.key_range.table
         with self._transaction(f"comparing a chunk of {table.qualified!r}") as cursor:
-            result = _pgchunks.compare(cursor, chunk, changed)
+            result = _pgchunks.compare(cursor, chunk, changed, replay)
             _pgchunks.drop(cursor, [chunk.attempt])
         return result
 

@@ -15,6 +15,7 @@ from pgshovel.cluster.sets import parse_set_document
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.events import QueueEvent, QueueEventDecoder
 from pgshovel.relay.packing import unpacked
+from pgshovel.stream.provenance import ProvenanceResolver
 from tests.integration.admin._admin import context
 
 SET = "capture"
@@ -84,15 +85,20 @@ def queue_events(dsn: str, cluster: str) -> list[QueueEvent]:
 
 
 def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:
-    """Every event in the set's queue (mutations, schema changes), decoded, in event order."""
+    """Every event in the set's queue (mutations, schema changes), decoded, in event order,
+    each mutation with its provenance in full (as a stream reader resolves it)."""
     events = queue_events(dsn, cluster)
     conn = psycopg2.connect(dsn)
     try:
         decoder = QueueEventDecoder.for_queue(conn, cluster, names.queue_name(cluster, SET))
         messages = []
+        resolver = ProvenanceResolver()
         for event in events:
             message = stream_pb2.Message()
             decoder.decode_into(event, message)
+            if message.operation.WhichOneof("operation") == "mutation":
+                problem = resolver.resolve(message.operation.mutation)
+                assert not problem, problem
             messages.append(message)
         return messages
     finally:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from example._report import (
+    CopyFigures,
     Sample,
     TableComparison,
+    apply_line,
     caught_up,
+    copy_figures,
     progress_line,
     render_comparison,
     snapshot_status,
@@ -34,10 +37,30 @@ def test_progress_shows_workload_relayed_messages_and_lag() -> None:
 
 
 def test_progress_before_streaming_shows_the_workers_phase() -> None:
-    assert "worker starting" in progress_line(sample(phase=None, next_offset=None))
+    assert "worker starting Spark" in progress_line(sample(phase=None, next_offset=None))
+    line = progress_line(sample(phase=None, next_offset=None, snapshot="0/~40 rows copied"))
+    assert "loading the snapshot (0/~40 rows copied)" in line
     line = progress_line(sample(phase="snapshot", next_offset=None, snapshot="12/~40 rows copied"))
     assert "loading the snapshot (12/~40 rows copied)" in line
     assert sample(topic_end=None).relayed == 0 and sample(topic_end=None).lag is None
+
+
+def test_the_live_line_shows_what_the_worker_applies_and_the_rows_per_table() -> None:
+    document = {
+        "mutations": 1234,
+        "lag_seconds": 0.42,
+        "history": {"interval": 10.0, "samples": [[1.0, 0.1, 80.0], [11.0, 0.5, 95.4]]},
+    }
+    figures = copy_figures(document)
+    assert figures == CopyFigures(rate=95.4, lag_seconds=0.42, mutations=1234)
+    line = apply_line(sample(copy=figures, table_rows=(("orders", 120), ("Shipping Notes", None))))
+    assert line == (
+        "       copy applies 95 mutations/s (1234 in all), lag 0.4 s "
+        "| rows: orders 120, Shipping Notes -"
+    )
+    assert copy_figures(None) is None
+    assert apply_line(sample()) == "       copy: no status yet"
+    assert copy_figures({"history": {"samples": []}}) == CopyFigures(None, None, None)
 
 
 def test_snapshot_status_sums_the_latest_progress_line_over_tables() -> None:

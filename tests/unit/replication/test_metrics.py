@@ -83,8 +83,14 @@ def test_series_show_snapshot_progress_per_table() -> None:
     assert f"pgshovel_worker_snapshot_rows{{{TASK}}} 500.0" in text
     assert f"pgshovel_worker_snapshot_rows_estimated{{{TASK}}} 1010.0" in text
     assert f"pgshovel_worker_snapshot_ranges_remaining{{{TASK}}} 1.0" in text
+    metrics.history.observe(1990.0, 0.5, 0)
+    metrics.history.observe(2000.0, 1.5, 12)
+    metrics.failed(ConnectionError("target gone"))
     document = status_document(metrics, "PostgresTarget", 2000.0)
     assert document["phase"] == "streaming" and document["mutations"] == 12
+    # the console's charts and error list
+    assert document["history"]["samples"] == [[2000.0, 1.5, 1.2]]
+    assert document["errors"] == 1 and document["recent_errors"][0]["message"] == "target gone"
     assert document["tasks"][0] == {
         "table": "public.big",
         "purpose": "backfill",

@@ -6,8 +6,9 @@ from concurrent.futures import Future
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.table_topics import relay_attempt_prefix
-from pgshovel.replication.incremental import IncrementalSnapshots, _Flight, attempt_prefix
-from pgshovel.source import Chunk, Column, KeyRange, TableShape
+from pgshovel.replication.flights import Flight
+from pgshovel.replication.incremental import IncrementalSnapshots, attempt_prefix
+from pgshovel.source import Chunk, Column, KeyRange, StagedChunk, TableShape
 from pgshovel.stream.batches import CommittedBatch, StreamPosition
 from pgshovel.stream.plan import BatchChanges, MicroBatchPlan
 
@@ -31,12 +32,12 @@ def plan_with(*marks: str, keys: set[tuple[str | None, ...]] | None = None) -> M
     return MicroBatchPlan((), (ITEMS,), (), (), 0, (changes,))
 
 
-def worker_with_flight() -> tuple[IncrementalSnapshots, _Flight]:
+def worker_with_flight() -> tuple[IncrementalSnapshots, Flight]:
     snapshots = IncrementalSnapshots("c", "s", "dbname=x", target=None, parallel=1)  # type: ignore[arg-type]
     attempt = f"{attempt_prefix('c', 's')}task.0.abcdef"
-    future: Future[int] = Future()
+    future: Future[StagedChunk] = Future()
     chunk = Chunk(attempt, "pgshovel.c.s", KeyRange(ITEMS, 0, None, None), cluster="c")
-    flight = _Flight(chunk, "task", 0, future)
+    flight = Flight(chunk, "task", 0, future)
     snapshots._flights[attempt] = flight
     return snapshots, flight
 

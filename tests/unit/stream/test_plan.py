@@ -168,3 +168,30 @@ def test_keys_of_some_tables_read_only_their_rows() -> None:
     assert result.batches[0].keys_of({("public", "u")}) == {("public", "u"): {("2",)}}
     assert set(read) == {"u"}
     assert result.batches[0].settled(set()).keys == {}
+
+
+J = TableShape("public", "j", (ID,), ())  # unkeyed
+
+
+def test_an_unkeyed_table_changes_by_its_mutations_not_by_an_empty_key_set() -> None:
+    first_j, second_j = mutation("j", 1), mutation("j", 1, stream_pb2.Mutation.INSERT)
+    result = plan(batch(first_j, mutation("t", 2), second_j), tables=(T, J))
+    changes = result.batches[0]
+    # No key names an unkeyed row: it is not among the keys (an empty set there read as
+    # "not changed" and lost the rows written while it was read).
+    assert changes.keys == {("public", "t"): {("2",)}}
+    assert changes.unkeyed_of({("public", "j"), ("public", "t")}) == {
+        ("public", "j"): (first_j, second_j)
+    }
+    assert changes.unkeyed_of({("public", "t")}) == {}
+
+
+def test_an_unkeyed_tables_mutations_survive_a_batch_applied_in_parts() -> None:
+    early, late = mutation("j", 1), mutation("j", 2, stream_pb2.Mutation.DELETE)
+    part = plan(batch(early, mutation("t", 5)), tables=(T, J)).batches[0]
+    settled = part.settled({("public", "j")})
+    assert settled.unkeyed_of({("public", "j")}) == {("public", "j"): (early,)}
+    last = plan(batch(late), tables=(T, J)).batches[0]
+    joined = join_parts([settled, last], {("public", "j")})
+    assert joined.unkeyed_of({("public", "j")}) == {("public", "j"): (early, late)}
+    assert part.settled(set()).unkeyed_of({("public", "j")}) == {}
