@@ -92,6 +92,8 @@ setup(
             "polars>=1.20",
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # the suite runs on two workers, each with its own sandbox (make test)
+            "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "ruff>=0.6",
             "mypy>=1.10",

@@ -71,6 +71,7 @@ def _resolve_tables(
     conn: connection, configuration: SetConfiguration
 ) -> list[install.TableCapture]:
     database = mask_dsn(configuration.database.dsn)
+    packing = install.packing_argument(configuration)
     return [
         install.resolve_table(
             table,
@@ -78,6 +79,7 @@ def _resolve_tables(
             allow_unkeyed=configuration.allow_unkeyed,
             database=database,
             row_triggers=catalog.row_triggers_reason(conn, table.schema, table.name) or "",
+            packing=packing,
         )
         for table in configuration.tables
     ]

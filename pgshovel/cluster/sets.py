@@ -26,6 +26,12 @@ from pgshovel.protocol import configuration_pb2
 from pgshovel.settings import Settings, validate
 
 DEFAULT_SCHEMA = "public"
+#: packing's defaults (ext/packing.c): changes and bytes of their data per queue row
+PACKING_ROWS = 1000
+PACKING_BYTES = 16384
+#: what the trigger accepts (a row stays far below PostgreSQL's 1 GB per value)
+PACKING_MAX_ROWS = 1_000_000
+PACKING_MAX_BYTES = 64 * 1024 * 1024
 TEXT_FORMAT_SUFFIXES = (".txt", ".pbtxt", ".textproto", ".prototxt")
 
 __all__ = [
@@ -57,6 +63,16 @@ class DatabaseEntry(Settings):
     dsn: Annotated[str, Field(min_length=1)]
 
 
+class PackingEntry(Settings):
+    """``packing:``: how capture packs a transaction's changes into queue rows (README "Packed
+    events"); a key left out takes its default."""
+
+    #: changes per queue row at most; 1 writes a row per change (no packing)
+    rows: Annotated[int, Field(ge=1, le=PACKING_MAX_ROWS)] = PACKING_ROWS
+    #: bytes of change data per queue row at most
+    bytes: Annotated[int, Field(ge=1, le=PACKING_MAX_BYTES)] = PACKING_BYTES
+
+
 class SetFile(Settings):
     """A set file as written (YAML)."""
 
@@ -64,6 +80,8 @@ class SetFile(Settings):
     allow_unkeyed: bool = False
     #: every table's default for ``provenance`` (README "Provenance")
     provenance: bool = False
+    #: unset: the defaults, and the set's version stays what it was before packing existed
+    packing: PackingEntry | None = None
     tables: Annotated[list[TableEntry], Field(min_length=1)]
 
 
@@ -86,6 +104,9 @@ def _load_text_format(path: Path) -> configuration_pb2.ReplicationSetConfigurati
     for table in configuration.tables:
         if not table.schema:
             table.schema = DEFAULT_SCHEMA
+    if configuration.HasField("packing"):
+        configuration.packing.rows = configuration.packing.rows or PACKING_ROWS
+        configuration.packing.bytes = configuration.packing.bytes or PACKING_BYTES
     validate_set_configuration(configuration, str(path))
     return configuration
 
@@ -99,6 +120,9 @@ def parse_set_document(
         allow_unkeyed=parsed.allow_unkeyed
     )
     configuration.database.dsn = parsed.database.dsn
+    if parsed.packing is not None:
+        configuration.packing.rows = parsed.packing.rows
+        configuration.packing.bytes = parsed.packing.bytes
     for table in parsed.tables:
         configuration.tables.add(
             name=table.name,
@@ -115,6 +139,19 @@ def _expected(source: str, key: str, expected: str, value: object) -> str:
     return f"{source}: {key}: expected {expected}, got {value!r}"
 
 
+def _packing_problems(
+    configuration: configuration_pb2.ReplicationSetConfiguration, source: str
+) -> list[str]:
+    if not configuration.HasField("packing"):
+        return []
+    found = []
+    for key, most in (("rows", PACKING_MAX_ROWS), ("bytes", PACKING_MAX_BYTES)):
+        value = getattr(configuration.packing, key)
+        if not 1 <= value <= most:
+            found.append(_expected(source, f"packing.{key}", f"an integer from 1 to {most}", value))
+    return found
+
+
 def set_problems(
     configuration: configuration_pb2.ReplicationSetConfiguration, source: str
 ) -> list[str]:
@@ -126,6 +163,7 @@ def set_problems(
         found.append(_expected(source, "database.dsn", "a non-empty libpq connection string", ""))
     if not configuration.tables:
         found.append(_expected(source, "tables", "a non-empty list of tables", []))
+    found.extend(_packing_problems(configuration, source))
     seen: set[tuple[str, str]] = set()
     for index, table in enumerate(configuration.tables):
         where = f"tables[{index}]"
@@ -188,11 +226,17 @@ def to_document(
         if table.provenance:
             entry["provenance"] = True
         tables.append(entry)
-    return {
+    document: dict[str, Any] = {
         "database": {"dsn": mask_dsn(dsn) if mask else dsn},
         "allow_unkeyed": configuration.allow_unkeyed,
-        "tables": tables,
     }
+    if configuration.HasField("packing"):
+        document["packing"] = {
+            "rows": configuration.packing.rows,
+            "bytes": configuration.packing.bytes,
+        }
+    document["tables"] = tables
+    return document
 
 
 def read_set(

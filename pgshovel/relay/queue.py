@@ -11,7 +11,8 @@ Transaction discipline (why each step commits where it does):
 2. ``next_batch()`` takes the next batch and commits at once, so the batch
    assignment is durable: after a crash the same batch id comes back with the
    same events, and readers can recognise the re-send.
-3. ``events()`` streams the batch's rows through a server-side cursor.
+3. ``events()`` streams the batch's rows through a server-side cursor, packed
+   rows expanded into their events (``pgshovel.relay.packing``).
 4. ``finish()`` runs ``pgq.finish_batch`` and commits; the relay calls it only
    after Kafka acknowledged every message of the batch.
 """
@@ -31,10 +32,14 @@ from psycopg2 import sql
 from pgshovel.abc import BatchInfo, EventRow, TickInfo
 from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError, PgshovelError
+from pgshovel.relay.packing import PACKED_EVENT, events_in, unpacked
 from pgshovel.source import connect, translating
 
 CONSUMER = names.CONSUMER
 APPLICATION_NAME = "pgshovel-relay"
+#: rows of a batch's first fetch: packed rows hold many events each, so the fetches that
+#: follow take as many rows as hold about ``fetch_size`` events
+FIRST_FETCH = 64
 #: how long a scrape may wait for the backlog (connecting, then counting)
 BACKLOG_SECONDS = 3
 
@@ -60,7 +65,8 @@ def read_backlog(cursor: psycopg2.extensions.cursor, queue: str) -> Backlog | No
     tick carry numbers from before it: during a long transaction's batch it says
     0. An event committed after that tick and after its own transaction began,
     so the later of the two bounds the oldest one's age. Only transactions from
-    the snapshot's xmin on are read (an index range of each event table).
+    the snapshot's xmin on are read (an index range of each event table). A
+    packed row counts as the changes it holds (its lines after the header).
     """
     cursor.execute(
         "SELECT t.tick_snapshot::text, t.tick_time, p.queue_data_pfx"
@@ -76,11 +82,13 @@ def read_backlog(cursor: psycopg2.extensions.cursor, queue: str) -> Backlog | No
     schema, _, table = str(events).partition(".")
     cursor.execute(
         sql.SQL(
-            "SELECT count(*), extract(epoch FROM now() - greatest(min(e.ev_time), %s))"
+            "SELECT sum(CASE WHEN e.ev_type = %s"
+            " THEN length(e.ev_data) - length(replace(e.ev_data, E'\\n', '')) ELSE 1 END),"
+            " extract(epoch FROM now() - greatest(min(e.ev_time), %s))"
             " FROM {} e WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
             " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot)"
         ).format(sql.Identifier(schema, table)),
-        (tick_time, snapshot, snapshot),
+        (PACKED_EVENT, tick_time, snapshot, snapshot),
     )
     counted = cursor.fetchone()
     if counted is None or not counted[0]:
@@ -346,7 +354,8 @@ class PgqQueue:
         return BatchInfo(batch_id, ticks.get(start_id, missing), ticks.get(end_id, missing))
 
     def events(self, batch: BatchInfo) -> Iterator[list[EventRow]]:
-        """Yield the batch's events in chunks of ``fetch_size``, in event order."""
+        """Yield the batch's events in chunks of about ``fetch_size``, in event order (packed
+        rows expanded)."""
         connection = self.connection
         with translating(f"reading batch {batch.id} of {self.queue!r}"):
             with connection.cursor() as cursor:
@@ -360,11 +369,18 @@ class PgqQueue:
             with connection.cursor(name=f"pgshovel_batch_{batch.id}") as cursor:
                 cursor.itersize = self.fetch_size
                 cursor.execute(query)
-                while True:
-                    chunk = cursor.fetchmany(self.fetch_size)
-                    if not chunk:
-                        break
-                    yield chunk
+                yield from unpacked(self._fetched(cursor))
+
+    def _fetched(self, cursor: psycopg2.extensions.cursor) -> Iterator[list[EventRow]]:
+        """The cursor's rows in chunks holding about ``fetch_size`` events each."""
+        rows = min(self.fetch_size, FIRST_FETCH)
+        while True:
+            chunk = cursor.fetchmany(rows)
+            if not chunk:
+                return
+            yield chunk
+            events = sum(map(events_in, chunk))
+            rows = max(1, min(self.fetch_size, self.fetch_size * len(chunk) // max(events, 1)))
 
     def finish(self, batch: BatchInfo) -> None:
         connection = self.connection
