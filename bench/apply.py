@@ -44,6 +44,7 @@ from pgshovel.replication.worker import Worker, read_table_shapes
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape
 from pgshovel.stream.plan import MicroBatchPlan
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.reader import KafkaReader
 from pgshovel.stream.state import WorkerState
 from pgshovel.stream.validation import StreamValidator
@@ -85,7 +86,7 @@ class CountingTarget(PostgresTarget):
         rows = super().apply(plan, state, commit)
         self.mutations += sum(len(changes.batch.mutations) for changes in plan.batches)
         if commit:
-            self.next_offset = state.next_offset
+            self.next_offset = state.position.messages
         return rows
 
 
@@ -166,7 +167,9 @@ def worker_run(
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
     worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=None)
-    state = WorkerState("streaming", stream.snapshot, stream.start, tables=tuple(tables))
+    state = WorkerState(
+        "streaming", stream.snapshot, StreamPosition.start((stream.start,)), tables=tuple(tables)
+    )
     target.open(_stack.CLUSTER, set_name)
     reader.open(_stack.topic_of(set_name))
     try:

@@ -29,6 +29,7 @@ from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import read_table_shapes
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 
 logger = logging.getLogger(__name__)
@@ -113,7 +114,11 @@ def measure(sandbox: SandboxConnection, settings: Settings, spark: Any) -> Snaps
     try:
         for number, variant in schedule(settings.rounds, ["loader", "copy"]):
             if variant == "loader":
-                target.begin_snapshot(WorkerState("snapshot", "1:1:", 0, tables=tuple(tables)))
+                target.begin_snapshot(
+                    WorkerState(
+                        "snapshot", "1:1:", StreamPosition.start((0,)), tables=tuple(tables)
+                    )
+                )
                 started = time.monotonic()
                 reports = loader.load(
                     spark, source, lambda _: tables, target.snapshot_sink(), lambda *_: None

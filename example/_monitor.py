@@ -2,8 +2,8 @@
 
 * Topic end: the high watermark of partition 0 of the set's topic (``None``
   while the relay has not created the topic).
-* Worker: its row in the target's ``pgshovel_replication.worker_state``; the
-  offset it reads next is one past the last applied message.
+* Worker: its state in the target's ``pgshovel_replication.worker_state``, read
+  as the worker reads it; the offset it reads next is its position's.
 * Queue: PgQ events not yet published, ticked (``pending_events``, a batch
   in progress) or not (``ev_new``).
 * Copy: the worker's status node in ZooKeeper (what ``pgshovel-admin serve``
@@ -25,11 +25,7 @@ from pgshovel.cluster.names import queue_name, workers_path
 from pgshovel.cluster.status import read_statuses
 from pgshovel.cluster.zookeeper import start_client
 from pgshovel.relay.queue import CONSUMER
-
-_STATE = (
-    "SELECT phase, start_offset, position_offset FROM pgshovel_replication.worker_state"
-    " WHERE cluster = %s AND set_name = %s"
-)
+from pgshovel.replication.targets import _pgstate
 
 
 class PipelineProbe:
@@ -80,14 +76,12 @@ class PipelineProbe:
             row = cursor.fetchone()
             if row is None or not row[0]:
                 return None, None
-            cursor.execute(_STATE, (self.cluster, self.set_name))
-            state = cursor.fetchone()
+            state = _pgstate.read(cursor, self.cluster, self.set_name)
         if state is None:
             return None, None
-        phase, start_offset, position_offset = state
-        if phase != "streaming":
-            return phase, None
-        return phase, start_offset if position_offset is None else position_offset + 1
+        if state.phase != "streaming":
+            return state.phase, None
+        return state.phase, state.position.messages
 
     def queue_pending(self) -> int:
         """Events in the set's queue the relay has not finished (ticked or not)."""

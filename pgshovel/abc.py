@@ -5,11 +5,13 @@ into a protocol mutation with an ``EventDecoder`` and publishes through a
 ``StreamWriter``; the Kafka writer's outputs (``Output``: the set topic, the table
 topics) share one ``RecordProducer`` and read topics back with a
 ``TopicReader``. The replication worker reads the published ``Stream``, loads a
-consistent snapshot with a ``Loader`` into a ``Target``'s ``SnapshotSink``, and
-applies the stream to the ``Target``. Components named in YAML (``path:
-module:Name`` plus ``configuration:``) are checked against their contract by
-``pgshovel.components.build`` before anything of theirs is called; the
-configuration is validated against the type hints of the class's constructor.
+consistent snapshot with a ``Loader`` into a ``SnapshotTarget``'s
+``SnapshotSink``, and applies the stream to the ``Target``; a target offers what
+it can beyond ``Target`` as capabilities (``SnapshotTarget``, ``ChunkTarget``).
+Components named in YAML (``path: module:Name`` plus ``configuration:``) are
+checked against their contract by ``pgshovel.components.build`` before anything
+of theirs is called; the configuration is validated against the type hints of
+the class's constructor.
 
 The plain values that exist only to cross these boundaries are defined here
 too; the richer ones come from the packages that own them (committed batches
@@ -21,28 +23,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
-from pgshovel.stream.batches import CommittedBatch
-from pgshovel.stream.plan import MicroBatchPlan
-from pgshovel.stream.state import WorkerState
+if TYPE_CHECKING:
+    # Only for annotations (``from __future__ import annotations``): the contracts import
+    # nothing of the packages that implement or use them at run time.
+    from pgshovel.protocol import configuration_pb2, stream_pb2
+    from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
+    from pgshovel.stream.batches import CommittedBatch
+    from pgshovel.stream.plan import MicroBatchPlan
+    from pgshovel.stream.position import StreamPosition
+    from pgshovel.stream.rows import EncodedChange
+    from pgshovel.stream.state import WorkerState
 
 __all__ = [
+    "TARGET_CAPABILITIES",
     "BatchInfo",
     "ChangedKeys",
     "ChunkSink",
+    "ChunkTarget",
     "Comparison",
     "CopyOut",
     "EventDecoder",
     "EventRow",
+    "Framer",
     "Loader",
     "MicroBatch",
     "Output",
     "QueueReader",
     "RecordProducer",
+    "RowEncoder",
     "SnapshotSink",
+    "SnapshotTarget",
     "SourceReader",
     "Stream",
     "StreamWriter",
@@ -159,6 +171,60 @@ class EventDecoder(Protocol):
         decodes with ``decode_into``. Raises the errors ``decode_into`` raises."""
         ...
 
+    def row_encoder(self, partitions: int) -> RowEncoder:
+        """The ROWS encoding of this queue's mutation events for a set topic of
+        ``partitions`` partitions, sharing this decoder's table shapes (which schema events
+        decoded by ``decode_into`` switch)."""
+        ...
+
+
+@runtime_checkable
+class RowEncoder(Protocol):
+    """Turns a mutation event into a row change of the ROWS encoding (``pgshovel.stream.rows``)."""
+
+    def encode(self, event: EventRow) -> EncodedChange:
+        """The row change of a mutation ``event`` and the set topic partitions it goes to;
+        raises ``CodecError`` or ``SchemaError`` for an event it cannot encode."""
+        ...
+
+
+@runtime_checkable
+class Framer(Protocol):
+    """Frames a set's PgQ batches into set-topic messages and keeps the publisher identity.
+
+    ``begin`` opens a batch, ``add`` frames a chunk of its events, ``commit`` closes it;
+    ``take`` returns what was framed since the last ``take`` and the partition of each
+    message, for the relay to push (``ready``: enough to push now). After a failure
+    ``roll_back(certain)``: with ``certain`` (Kafka holds exactly what was taken) rewind
+    past what was not taken and return the Rollback messages to push, with their
+    partitions (none when nothing of the batch was taken); else start a new publisher
+    identity, which readers take as abandoning the open batch, and return nothing.
+    """
+
+    def begin(
+        self,
+        batch: stream_pb2.BatchIdentifier,
+        start: stream_pb2.Tick,
+        end: stream_pb2.Tick,
+        set_version: str,
+    ) -> None: ...
+
+    def add(self, events: Sequence[EventRow]) -> None: ...
+
+    def commit(self) -> None: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    def take(self) -> tuple[list[stream_pb2.Message], list[int]]: ...
+
+    def restore(self, messages: list[stream_pb2.Message], partitions: list[int]) -> None:
+        """Hand back what the last ``take`` returned: its push failed, nothing of it was sent
+        (or that is uncertain, and ``roll_back(False)`` follows)."""
+        ...
+
+    def roll_back(self, certain: bool) -> tuple[list[stream_pb2.Message], list[int]]: ...
+
 
 @runtime_checkable
 class StreamWriter(Protocol):
@@ -180,8 +246,16 @@ class StreamWriter(Protocol):
         """Publish to ``default_topic`` unless the writer was configured with a topic."""
         ...
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> None:
-        """Hand ``messages`` over for delivery, in order."""
+    def framer(self, decoder: EventDecoder, epoch: int) -> Framer:
+        """How the relay frames batches for this writer: the encoding, the partitions and the
+        message size it is configured with (``pgshovel.relay.framing``)."""
+        ...
+
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> None:
+        """Hand ``messages`` over for delivery, in order, each to its set topic partition
+        (``partitions``, parallel to ``messages``; None: all to partition 0)."""
         ...
 
     def flush(self) -> None:
@@ -299,8 +373,12 @@ class Output(Protocol):
         """The source the relay reads (the relay's own login) and the set as it is now."""
         ...
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> int:
-        """Produce what this output makes of ``messages``; return the bytes produced."""
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> int:
+        """Produce what this output makes of ``messages`` (each of the set topic's partition in
+        ``partitions``; None: all of partition 0); return the bytes produced. A push holds
+        whole rounds of a ROWS batch (``pgshovel.relay.framing``)."""
         ...
 
     def acknowledged(self) -> int:
@@ -449,8 +527,9 @@ class Stream(Protocol):
         """Connect; ``default_topic`` is used unless the configuration names a topic."""
         ...
 
-    def end_offset(self) -> int:
-        """The offset the next message written to the topic will get."""
+    def start_position(self) -> StreamPosition:
+        """The position before the next message written to the topic (every partition): the
+        loader notes it before it exports its snapshot."""
         ...
 
     def micro_batches(
@@ -469,33 +548,28 @@ class Stream(Protocol):
 
 @runtime_checkable
 class Target(Protocol):
-    """Where the replicated tables and the worker's state live.
+    """Where the replicated tables and the worker's state live: what every target offers.
 
     Commit order: ``apply`` writes the batches' effect and ``state`` in one
     atomic step, so the stored state always names exactly the last batch
-    applied; nothing else stores a stream position. A batch too large to hold
-    whole is applied part by part with ``commit=False`` (the effect stays
+    applied; nothing else stores a stream position (the state, position
+    included, is one document: ``WorkerState.to_document``). A batch too large to
+    hold whole is applied part by part with ``commit=False`` (the effect stays
     uncommitted: an open transaction, files no state refers to yet), then its
     last part with ``commit=True`` commits everything with ``state``; while parts
     are uncommitted the worker calls nothing but ``apply``, ``abandon`` and
     ``close`` (which discards them too).
+
+    What else a target can do are capabilities the worker asks for with
+    ``isinstance``: ``SnapshotTarget`` (load a consistent snapshot: without it a
+    target must already hold a state) and ``ChunkTarget`` (incremental snapshots:
+    backfill of added tables, re-snapshot, verify and repair; without it those are
+    refused).
     """
 
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
-        """Connect, take the set's lock, return the stored state (None: never loaded)."""
-        ...
-
-    def begin_snapshot(self, state: WorkerState) -> None:
-        """Create ``state.tables`` afresh and empty, and record that a snapshot load is under
-        way."""
-        ...
-
-    def snapshot_sink(self) -> SnapshotSink:
-        """Where the loader's Spark tasks write the snapshot."""
-        ...
-
-    def finish_snapshot(self, state: WorkerState) -> None:
-        """Record that the snapshot is complete; streaming resumes from ``state``."""
+        """Connect, take the set's lock, return the stored state (None: never loaded); a
+        ``StateError`` naming the field and the reload when the stored state does not read."""
         ...
 
     def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
@@ -511,10 +585,42 @@ class Target(Protocol):
         some of its parts were applied); the target is as the last commit left it."""
         ...
 
+    def store_state(self, state: WorkerState) -> None:
+        """Store ``state`` alone (requests taken, incremental snapshot progress)."""
+        ...
+
     def can_alter_type(self, old: Column, new: Column) -> bool:
         """Whether this target converts a column's values to a new type exactly by itself
         (else the worker copies the table again after the change)."""
         ...
+
+    def close(self) -> None:
+        """Release connections and locks."""
+        ...
+
+
+@runtime_checkable
+class SnapshotTarget(Target, Protocol):
+    """A target that loads a consistent snapshot of the set's tables (the worker's start)."""
+
+    def begin_snapshot(self, state: WorkerState) -> None:
+        """Create ``state.tables`` afresh and empty, and record that a snapshot load is under
+        way."""
+        ...
+
+    def snapshot_sink(self) -> SnapshotSink:
+        """Where the loader's Spark tasks write the snapshot."""
+        ...
+
+    def finish_snapshot(self, state: WorkerState) -> None:
+        """Record that the snapshot is complete; streaming resumes from ``state``."""
+        ...
+
+
+@runtime_checkable
+class ChunkTarget(Target, Protocol):
+    """A target that takes incremental snapshots chunk by chunk while streaming: backfill of
+    an added table, re-snapshot, verify and repair."""
 
     def can_filter(self) -> bool:
         """Whether this target evaluates a ``set resnapshot --where`` condition on its rows
@@ -553,15 +659,11 @@ class Target(Protocol):
         data is dropped."""
         ...
 
-    def store_state(self, state: WorkerState) -> None:
-        """Store ``state`` alone (incremental snapshot progress)."""
-        ...
-
     def drop_staging(self, attempts: Collection[str] | None = None) -> None:
         """Remove what chunk readers staged for ``attempts`` (None: everything staged for this
         set, left by a crash)."""
         ...
 
-    def close(self) -> None:
-        """Release connections and locks."""
-        ...
+
+#: The capabilities a target may offer beyond ``Target``.
+TARGET_CAPABILITIES: tuple[type[Any], ...] = (SnapshotTarget, ChunkTarget)

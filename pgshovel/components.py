@@ -6,7 +6,9 @@ before every check passed:
 1. the path has the form ``package.module:Name`` and names a class (importing
    its module is the only code run);
 2. the class provides every method and property of its contract (a
-   ``typing.Protocol`` of ``pgshovel.abc``);
+   ``typing.Protocol`` of ``pgshovel.abc``); the optional capabilities of the
+   contract it provides whole are noted (``offered``), one it provides only in
+   part is reported with what it lacks (it will not be used);
 3. the configuration is validated against the type hints of the class's
    constructor, as a frozen model with no unknown keys (strings from
    ``${VAR}`` become numbers and booleans where the hints say so);
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -36,6 +39,8 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pgshovel.settings import SUBPATH, Settings, explain, problems
+
+logger = logging.getLogger(__name__)
 
 _PATH_FORM = "'package.module:Name'"
 
@@ -80,6 +85,27 @@ def check_contract(cls: type[Any], contract: type[Any], path: str) -> None:
             "path",
             f"{path!r} is not a {contract.__name__} (it lacks {', '.join(missing)})",
         )
+
+
+def offered_capabilities(
+    cls: type[Any], capabilities: tuple[type[Any], ...], path: str
+) -> list[str]:
+    """The names of the ``capabilities`` (protocols extending the contract) ``cls`` provides
+    whole; one it provides only in part is logged with the members it lacks."""
+    offered = []
+    for capability in capabilities:
+        members = contract_members(capability)
+        missing = [name for name in members if not hasattr(cls, name)]
+        if not missing:
+            offered.append(capability.__name__)
+        elif len(missing) < len(members):
+            logger.warning(
+                "%r provides part of %s (it lacks %s): it is used without that capability",
+                path,
+                capability.__name__,
+                ", ".join(missing),
+            )
+    return offered
 
 
 def arguments_model(cls: type[Any]) -> type[BaseModel]:
@@ -143,20 +169,29 @@ class ComponentSpec(Settings):
 
     #: The ``pgshovel.abc`` protocol the class must satisfy (set by each subclass).
     contract: ClassVar[type[Any]]
+    #: Protocols extending the contract the class may also satisfy (``pgshovel.abc``).
+    capabilities: ClassVar[tuple[type[Any], ...]] = ()
 
     path: str
     configuration: dict[str, Any] = {}
 
     _class: type[Any] = PrivateAttr()
     _arguments: dict[str, Any] = PrivateAttr()
+    _offered: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _resolve(self) -> ComponentSpec:
         cls = load_class(self.path)
         check_contract(cls, self.contract, self.path)
+        self._offered = offered_capabilities(cls, self.capabilities, self.path)
         self._class = cls
         self._arguments = validate_arguments(cls, self.configuration)
         return self
+
+    @property
+    def offered(self) -> list[str]:
+        """The optional capabilities the class provides (names of ``capabilities``)."""
+        return list(self._offered)
 
     def build(self) -> Any:
         """A new instance of the component, from the validated configuration."""

@@ -6,7 +6,8 @@ place applies that decision (``pgshovel.policy``):
 * ``ConfigurationError``: a file, a value or the installation is wrong. Never
   retried; the message names the file or key and what to do.
 * ``DataError``: this data cannot be handled as it is (undecodable value,
-  broken stream, a schema the target cannot follow). Follows ``on_error``:
+  broken stream, a schema the target cannot follow, a stored state that does
+  not read). Follows ``on_error``:
   ``exit`` ends the process, ``log`` logs loudly and retries; nothing is ever
   dropped.
 * ``TransientError``: something outside is unavailable for now (a database
@@ -62,6 +63,11 @@ class StreamError(DataError):
 
 class SchemaError(DataError):
     """A table's shape changed in a way a consumer cannot follow exactly; names table and remedy."""
+
+
+class StateError(DataError):
+    """A consumer's stored state (position, table shapes, snapshot tasks) cannot be read as
+    it is; names the field, and the target's reload as the remedy."""
 
 
 class MessageTooLarge(DataError):

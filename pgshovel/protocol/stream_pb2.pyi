@@ -30,12 +30,13 @@ class BatchIdentifier(_message.Message):
     def __init__(self, id: _Optional[int] = ..., node: _Optional[bytes] = ...) -> None: ...
 
 class BatchOperation(_message.Message):
-    __slots__ = ["batch", "begin", "commit", "mutation", "rollback", "schema_change", "watermark"]
+    __slots__ = ["batch", "begin", "commit", "mutation", "rollback", "rows", "schema_change", "watermark"]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     MUTATION_FIELD_NUMBER: _ClassVar[int]
     ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_CHANGE_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     batch: BatchIdentifier
@@ -43,19 +44,50 @@ class BatchOperation(_message.Message):
     commit: Commit
     mutation: Mutation
     rollback: Rollback
+    rows: MutationBatch
     schema_change: SchemaChange
     watermark: Watermark
-    def __init__(self, batch: _Optional[_Union[BatchIdentifier, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ..., schema_change: _Optional[_Union[SchemaChange, _Mapping]] = ..., watermark: _Optional[_Union[Watermark, _Mapping]] = ...) -> None: ...
+    def __init__(self, batch: _Optional[_Union[BatchIdentifier, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ..., schema_change: _Optional[_Union[SchemaChange, _Mapping]] = ..., watermark: _Optional[_Union[Watermark, _Mapping]] = ..., rows: _Optional[_Union[MutationBatch, _Mapping]] = ...) -> None: ...
+
+class BatchOperationHead(_message.Message):
+    __slots__ = ["batch", "begin", "commit", "mutation", "rollback", "rows", "schema_change", "watermark"]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    batch: BatchIdentifier
+    begin: Begin
+    commit: Commit
+    mutation: Skipped
+    rollback: Rollback
+    rows: RowsHead
+    schema_change: SchemaChange
+    watermark: Watermark
+    def __init__(self, batch: _Optional[_Union[BatchIdentifier, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., mutation: _Optional[_Union[Skipped, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ..., schema_change: _Optional[_Union[SchemaChange, _Mapping]] = ..., watermark: _Optional[_Union[Watermark, _Mapping]] = ..., rows: _Optional[_Union[RowsHead, _Mapping]] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ["end", "set_version", "start"]
+    __slots__ = ["encoding", "end", "partition", "partitions", "set_version", "start"]
+    class Encoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = []
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS: Begin.Encoding
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ROWS: Begin.Encoding
     SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
+    encoding: Begin.Encoding
     end: Tick
+    partition: int
+    partitions: int
     set_version: str
     start: Tick
-    def __init__(self, start: _Optional[_Union[Tick, _Mapping]] = ..., end: _Optional[_Union[Tick, _Mapping]] = ..., set_version: _Optional[str] = ...) -> None: ...
+    def __init__(self, start: _Optional[_Union[Tick, _Mapping]] = ..., end: _Optional[_Union[Tick, _Mapping]] = ..., set_version: _Optional[str] = ..., encoding: _Optional[_Union[Begin.Encoding, str]] = ..., partition: _Optional[int] = ..., partitions: _Optional[int] = ...) -> None: ...
 
 class Column(_message.Message):
     __slots__ = ["name", "value"]
@@ -80,8 +112,12 @@ class ColumnShape(_message.Message):
     def __init__(self, name: _Optional[str] = ..., number: _Optional[int] = ..., sql_type: _Optional[str] = ..., type_name: _Optional[str] = ..., not_null: bool = ...) -> None: ...
 
 class Commit(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["batch_mutations", "mutations"]
+    BATCH_MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    batch_mutations: int
+    mutations: int
+    def __init__(self, mutations: _Optional[int] = ..., batch_mutations: _Optional[int] = ...) -> None: ...
 
 class Date(_message.Message):
     __slots__ = ["days", "infinity"]
@@ -121,6 +157,14 @@ class Message(_message.Message):
     operation: BatchOperation
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., operation: _Optional[_Union[BatchOperation, _Mapping]] = ...) -> None: ...
 
+class MessageHead(_message.Message):
+    __slots__ = ["header", "operation"]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    operation: BatchOperationHead
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., operation: _Optional[_Union[BatchOperationHead, _Mapping]] = ...) -> None: ...
+
 class Mutation(_message.Message):
     __slots__ = ["id", "key_columns", "new", "old", "operation", "provenance", "provenance_of", "schema", "set_version", "table", "timestamp", "transaction"]
     class Operation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -156,6 +200,18 @@ class Mutation(_message.Message):
     transaction: int
     def __init__(self, id: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., key_columns: _Optional[_Iterable[str]] = ..., old: _Optional[_Union[Row, _Mapping]] = ..., new: _Optional[_Union[Row, _Mapping]] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., provenance_of: _Optional[int] = ...) -> None: ...
 
+class MutationBatch(_message.Message):
+    __slots__ = ["changes", "count", "provenances", "tables"]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCES_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[RowChange]
+    count: int
+    provenances: _containers.RepeatedCompositeFieldContainer[Provenance]
+    tables: _containers.RepeatedCompositeFieldContainer[RowTable]
+    def __init__(self, tables: _Optional[_Iterable[_Union[RowTable, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[RowChange, _Mapping]]] = ..., provenances: _Optional[_Iterable[_Union[Provenance, _Mapping]]] = ..., count: _Optional[int] = ...) -> None: ...
+
 class Other(_message.Message):
     __slots__ = ["text", "type"]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +245,40 @@ class Row(_message.Message):
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     def __init__(self, columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ...) -> None: ...
+
+class RowChange(_message.Message):
+    __slots__ = ["id", "new", "old", "operation", "provenance", "table", "timestamp", "transaction"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_FIELD_NUMBER: _ClassVar[int]
+    OLD_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    new: bytes
+    old: bytes
+    operation: Mutation.Operation
+    provenance: int
+    table: int
+    timestamp: int
+    transaction: int
+    def __init__(self, id: _Optional[int] = ..., table: _Optional[int] = ..., operation: _Optional[_Union[Mutation.Operation, str]] = ..., transaction: _Optional[int] = ..., timestamp: _Optional[int] = ..., old: _Optional[bytes] = ..., new: _Optional[bytes] = ..., provenance: _Optional[int] = ...) -> None: ...
+
+class RowTable(_message.Message):
+    __slots__ = ["set_version", "shape"]
+    SET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    set_version: str
+    shape: TableShape
+    def __init__(self, shape: _Optional[_Union[TableShape, _Mapping]] = ..., set_version: _Optional[str] = ...) -> None: ...
+
+class RowsHead(_message.Message):
+    __slots__ = ["count"]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
 
 class SchemaChange(_message.Message):
     __slots__ = ["added_defaults", "command", "id", "kind", "problem", "relation", "rewrites_rows", "schema", "set_version", "shape", "table", "timestamp", "transaction"]
@@ -226,6 +316,10 @@ class SchemaChange(_message.Message):
     timestamp: int
     transaction: int
     def __init__(self, id: _Optional[int] = ..., kind: _Optional[_Union[SchemaChange.Kind, str]] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., shape: _Optional[_Union[TableShape, _Mapping]] = ..., command: _Optional[str] = ..., added_defaults: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., rewrites_rows: bool = ..., problem: _Optional[str] = ..., timestamp: _Optional[int] = ..., transaction: _Optional[int] = ..., set_version: _Optional[str] = ..., relation: _Optional[int] = ...) -> None: ...
+
+class Skipped(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class Snapshot(_message.Message):
     __slots__ = ["xip", "xmax", "xmin"]

@@ -26,12 +26,13 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import orjson
 from psycopg2.extensions import connection
 
 from pgshovel.cluster import names
 from pgshovel.errors import CodecError, SchemaError
 from pgshovel.protocol import stream_pb2
+from pgshovel.relay.event_data import parse_rows, provenance_fields
+from pgshovel.relay.rows import RowsEncoder
 from pgshovel.relay.schema import ColumnPlan, SchemaHistory, SchemaTracker, TableState
 from pgshovel.source import UNKNOWN_TYPE, Catalog
 from pgshovel.stream._codec_mutation import (
@@ -62,12 +63,8 @@ NULL = stream_pb2.Value.NULL
 
 _UNKNOWN_FILLER = filler_for(UNKNOWN_TYPE)
 _UNKNOWN_ENCODER = encoder_for(UNKNOWN_TYPE)
-_NO_ROWS = (None, None, None)
 #: distinct provenance objects whose encoded field a decoder keeps
 _PROVENANCE_CACHE = 4096
-#: A statement trigger's events after its first carry this instead of the provenance
-#: object: "the provenance of this transaction's previous event" (sql/capture.sql).
-PREVIOUS_PROVENANCE = 1
 #: transactions whose last provenance a decoder keeps for PREVIOUS_PROVENANCE (the least
 #: recently seen go first: far more than the transactions a batch interleaves at once)
 _LAST_PROVENANCE_CACHE = 65536
@@ -123,66 +120,6 @@ def fill_row(row: stream_pb2.Row, values: Mapping[str, str | None], columns: lis
                     value.null = NULL
                 else:
                     _UNKNOWN_FILLER(value, text)
-
-
-def _parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
-    """``(old, new, provenance)`` of an event's data: each row None or a column-to-text
-    mapping, provenance None, the trigger's object (see ``provenance_fields``) or
-    ``PREVIOUS_PROVENANCE``."""
-    if not data:
-        return _NO_ROWS
-    try:
-        rows = orjson.loads(data)
-    except ValueError as error:
-        raise CodecError(
-            f"event {event_id} has data that is not JSON ({error}); "
-            "was it written by a pgshovel capture trigger?"
-        ) from error
-    if type(rows) is not list or not 2 <= len(rows) <= 3:
-        raise CodecError(f"event {event_id}: expected [old, new], got {data!r}")
-    if len(rows) == 2:
-        old, new = rows
-        provenance = None
-    else:
-        old, new, provenance = rows
-        if type(provenance) is not dict and not (
-            type(provenance) is int and provenance == PREVIOUS_PROVENANCE
-        ):
-            raise CodecError(
-                f"event {event_id}: expected [old, new, provenance] with provenance an object "
-                f"or {PREVIOUS_PROVENANCE}, got {data!r}"
-            )
-    if not (old is None or type(old) is dict) or not (new is None or type(new) is dict):
-        raise CodecError(f"event {event_id}: expected [old, new] as objects or nulls, got {data!r}")
-    return old, new, provenance
-
-
-#: The provenance object's keys (sql/capture.sql), in Provenance field order, and the JSON
-#: types each may hold besides null.
-_PROVENANCE_KEYS = (("u", str), ("s", str), ("a", str), ("c", str), ("q", int), ("n", str))
-_INT64 = 1 << 63
-
-
-def provenance_fields(event_id: int, provenance: dict[str, Any]) -> tuple[Any, ...]:
-    """The Provenance fields of the trigger's provenance object, a key left out as "" or 0
-    (``"u"`` left out: the same as ``"s"``): ``(current_user, session_user,
-    application_name, client_addr, query_id, annotation)``."""
-    fields: list[Any] = []
-    for key, kind in _PROVENANCE_KEYS:
-        value: Any = provenance.get(key)
-        if value is None:
-            fields.append(kind())
-        elif type(value) is not kind or (isinstance(value, int) and not -_INT64 <= value < _INT64):
-            raise CodecError(
-                f"event {event_id}: provenance {key!r} is {value!r}, expected "
-                f"{'an int64' if kind is int else 'a string'} or null; "
-                "was it written by a pgshovel capture trigger?"
-            )
-        else:
-            fields.append(value)
-    if "u" not in provenance:
-        fields[0] = fields[1]
-    return tuple(fields)
 
 
 def _fill_provenance(target: stream_pb2.Provenance, fields: tuple[Any, ...]) -> None:
@@ -295,6 +232,10 @@ class QueueEventDecoder:
         set_name = queue[len(names.queue_prefix(cluster)) :]
         return cls(SchemaTracker(Catalog(conn), SchemaHistory(conn, cluster, queue), set_name))
 
+    def row_encoder(self, partitions: int) -> RowsEncoder:
+        """The ROWS encoding of this queue's events, sharing this decoder's table shapes."""
+        return RowsEncoder(self._schemas, partitions)
+
     def decode(self, event: QueueEvent) -> stream_pb2.Mutation:
         """The Mutation of ``event`` (a mutation event)."""
         message = stream_pb2.Message()
@@ -334,7 +275,7 @@ class QueueEventDecoder:
 
     def _encode(self, event: tuple[Any, ...]) -> bytes:
         event_id, time, txid, kind, data, schema, name, version, keys = event
-        old, new, provenance = _parse_rows(event_id, data)
+        old, new, provenance = parse_rows(event_id, data)
         schema, name = schema or "", name or ""
         table = self._schemas.table(schema, name, event_id)
         if (old is not None and not table.names.issuperset(old)) or (

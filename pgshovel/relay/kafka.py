@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pgshovel.abc import Output
+from pgshovel.abc import EventDecoder, Framer, Output
 from pgshovel.errors import (
     BrokerUnavailable,
     ConfigurationError,
@@ -38,10 +38,11 @@ from pgshovel.errors import (
     ProgrammingError,
 )
 from pgshovel.protocol import configuration_pb2, stream_pb2
+from pgshovel.relay.framing import MutationFramer, RowFramer
 from pgshovel.relay.producer import KafkaProducer, producer_settings, topic_partitions
 from pgshovel.relay.set_topic import SetTopicOutput
 from pgshovel.relay.table_topics import TableTopics, TableTopicsOutput, snapshot_topic
-from pgshovel.settings import NonEmptyText, PositiveSeconds
+from pgshovel.settings import NonEmptyText, PositiveInt, PositiveSeconds
 
 __all__ = [
     "KafkaWriter",
@@ -65,12 +66,24 @@ class KafkaWriter:
         flush_timeout: PositiveSeconds = 60.0,
         set_topic: bool = True,
         table_topics: TableTopics | None = None,
+        encoding: Literal["rows", "mutations"] = "rows",
+        partitions: PositiveInt = 1,
+        max_message_bytes: PositiveInt = 512 * 1024,
     ) -> None:
         if not set_topic and table_topics is None:
             raise ConfigurationError(
                 "the kafka writer publishes nothing: set_topic is false and no table_topics "
                 "are configured; enable one of them"
             )
+        if partitions > 1 and encoding != "rows":
+            raise ConfigurationError(
+                f"the kafka writer's partitions: {partitions!r} needs encoding: rows (a "
+                "partitioned set topic carries row changes many to a message); set encoding: "
+                "rows, or partitions: 1"
+            )
+        self.encoding = encoding
+        self.partitions = partitions
+        self.max_message_bytes = max_message_bytes
         self.topic = topic
         self.flush_timeout = flush_timeout
         self.set_topic = set_topic
@@ -99,7 +112,7 @@ class KafkaWriter:
                 )
             )
         if self.set_topic:
-            self._set_topic = SetTopicOutput(self.producer, self.topic)
+            self._set_topic = SetTopicOutput(self.producer, self.topic, self.partitions)
             self.outputs.append(self._set_topic)
 
     def _bound(self) -> list[Output]:
@@ -121,7 +134,15 @@ class KafkaWriter:
     def bytes_sent(self) -> int:
         return self._bytes
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> None:
+    def framer(self, decoder: EventDecoder, epoch: int) -> Framer:
+        """ROWS over the configured partitions, or one message per mutation."""
+        if self.encoding == "rows":
+            return RowFramer(decoder, epoch, self.partitions, self.max_message_bytes)
+        return MutationFramer(decoder, epoch)
+
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> None:
         """Hand every message to every output, in order; the producer sends asynchronously."""
         outputs = self._bound()
         size = 0
@@ -130,7 +151,7 @@ class KafkaWriter:
                 # Before any output produces: a set topic Kafka cannot order ends the relay.
                 self._set_topic.check_partitions()
             for output in outputs:
-                size += output.push(messages)
+                size += output.push(messages, partitions)
         except BrokerUnavailable:
             self.reset()
             raise

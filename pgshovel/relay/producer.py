@@ -197,10 +197,14 @@ class KafkaProducer:
             )
         return size
 
-    def _produce(self, producer: Producer, topic: str, value: Any, key: Any) -> None:
+    def _produce(
+        self, producer: Producer, topic: str, value: Any, key: Any, partition: int = -1
+    ) -> None:
         while True:
             try:
-                producer.produce(topic, value, key, on_delivery=self._delivered)
+                producer.produce(
+                    topic, value, key, partition=partition, on_delivery=self._delivered
+                )
                 return
             except BufferError:
                 # The local queue is full: let deliveries drain, then retry.
@@ -223,12 +227,14 @@ class KafkaProducer:
                 self.reset()
                 raise BrokerUnavailable(f"kafka produce to {topic!r} failed: {error}") from error
 
-    def _produce_alone(self, topic: str, value: bytes | None, key: bytes | None) -> None:
+    def _produce_alone(
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int = -1
+    ) -> None:
         """Send a message larger than a broker takes by default on its own: everything
         before it acknowledged first, nothing after it queued until it is acknowledged. A
         broker that refuses it then leaves no gap in the set topic's sequence."""
         self.flush()
-        self._produce(self.connection(), topic, value, key)
+        self._produce(self.connection(), topic, value, key, partition)
         self.flush()
 
     def produce(self, topic: str, value: bytes | None, key: bytes | None = None) -> int:
@@ -242,8 +248,11 @@ class KafkaProducer:
             self.raise_failure()
         return size
 
-    def produce_values(self, topic: str, values: Sequence[bytes]) -> int:
-        """Queue keyless ``values`` in order, all or none; returns their size in bytes."""
+    def produce_values(
+        self, topic: str, values: Sequence[bytes], partitions: Sequence[int] | None = None
+    ) -> int:
+        """Queue keyless ``values`` in order, all or none, each to its partition of
+        ``partitions`` (None: the partitioner's choice); returns their size in bytes."""
         lengths = list(map(len, values))
         largest = max(lengths, default=0)
         if largest > self.max_message_bytes:
@@ -252,16 +261,17 @@ class KafkaProducer:
         produce = producer.produce
         callback = self._delivered
         alone = largest > SAFE_MESSAGE_BYTES
-        for value in values:
+        targets = [-1] * len(values) if partitions is None else partitions
+        for value, partition in zip(values, targets, strict=True):
             if alone and len(value) > SAFE_MESSAGE_BYTES:
-                self._produce_alone(topic, value, None)
+                self._produce_alone(topic, value, None, partition)
                 producer = self.connection()
                 produce = producer.produce
                 continue
             try:
-                produce(topic, value, on_delivery=callback)
+                produce(topic, value, partition=partition, on_delivery=callback)
             except (BufferError, KafkaException):
-                self._produce(producer, topic, value, None)
+                self._produce(producer, topic, value, None, partition)
             if self._failure is not None:
                 break
         producer.poll(0)

@@ -3,7 +3,8 @@
 Order of effects for one batch (never changed without changing the guarantees):
 
 1. take the batch (committed at once, so a re-send keeps its batch id);
-2. frame it: Begin, one Mutation per event in event order, Commit;
+2. frame it (``pgshovel.relay.framing``): Begin, its events in event order — one
+   message each, or row changes many to a message in every partition —, Commit;
 3. push to the writer, which returns only when Kafka acknowledged every message;
 4. ``pgq.finish_batch`` and commit on the source.
 
@@ -34,14 +35,8 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.stream.handoff import parse_txid_snapshot
 from pgshovel.stream.operations import EVENT_TYPES
-from pgshovel.stream.publisher import Publisher
 
 logger = logging.getLogger(__name__)
-
-#: Mutations framed and pushed per writer call inside one batch: bounds memory, and
-#: messages handed over while still in the processor's cache serialize faster
-#: (one fetch of ``PgqQueue.fetch_size`` rows at a time).
-PUSH_CHUNK = 5_000
 
 
 def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
@@ -79,22 +74,29 @@ class BatchPublisher:
         self.metrics = metrics
         self.epoch = epoch
         self.lost = lost or threading.Event()
-        self.publisher = Publisher(epoch=epoch)
+        self.framer = writer.framer(decoder, epoch)
 
-    def _push(self, messages: list[stream_pb2.Message]) -> None:
-        if self.lost.is_set():
-            raise LeadershipLost(
-                "leadership lost (zookeeper connection suspended): batch abandoned"
-            )
-        self.writer.push(messages)
+    def _push(self) -> None:
+        """Push what the framer framed; what a failed push held goes back to the framer."""
+        messages, partitions = self.framer.take()
+        try:
+            if self.lost.is_set():
+                raise LeadershipLost(
+                    "leadership lost (zookeeper connection suspended): batch abandoned"
+                )
+            self.writer.push(messages, partitions)
+        except BaseException:
+            self.framer.restore(messages, partitions)
+            raise
 
     def publish(self, batch: BatchInfo) -> int:
-        """Publish one batch and finish it; returns the number of mutations.
+        """Publish one batch and finish it; returns the number of events.
 
-        Each mutation is encoded straight to its serialized form and framed by
-        joining bytes (other operations are decoded into their message), then
-        read by the message that carries it; a message takes its sequence number
-        only once decoded, so a row that fails to decode takes none.
+        The writer's framer (``pgshovel.relay.framing``) encodes each event
+        straight to bytes and frames it; what it framed is pushed whenever it is
+        ready and at the batch's end, then flushed once; a message takes its
+        sequence number only once encoded, so a row that fails to encode takes
+        none.
         """
         started = time.monotonic()
         start_tick = batch.start.timestamp / 1e6
@@ -108,21 +110,13 @@ class BatchPublisher:
             metrics.taken(start_tick)
         oldest_event = float("inf")
         identifier = stream_pb2.BatchIdentifier(id=batch.id, node=self.node)
-        publisher = self.publisher
-        decode_into = self.decoder.decode_into
-        encode_mutation = self.decoder.encode_mutation
-        new_message = stream_pb2.Message
-        stamp = publisher.stamp
-        frame = publisher.framer(identifier)
-        messages = [
-            publisher.begin(
-                identifier,
-                _tick_message(batch.start),
-                _tick_message(batch.end),
-                self.set_watch.version,
-            )
-        ]
-        pushed_any = False
+        framer = self.framer
+        framer.begin(
+            identifier,
+            _tick_message(batch.start),
+            _tick_message(batch.end),
+            self.set_watch.version,
+        )
         count = 0
         size_before = self.writer.bytes_sent
         clock = time.monotonic
@@ -138,39 +132,24 @@ class BatchPublisher:
                     oldest_event = chunk_oldest
                     metrics.refine(oldest_event, start_tick)
                 tables.update((row[5], row[6]) for row in chunk if row[3] in EVENT_TYPES)
-                append = messages.append
-                for row in chunk:
-                    message = new_message()
-                    mutation = encode_mutation(row)
-                    if mutation is None:
-                        decode_into(row, message)
-                        stamp(identifier, message)
-                    else:
-                        message.MergeFromString(frame(mutation))
-                    append(message)
+                framer.add(chunk)
                 count += len(chunk)
                 mark = clock()
                 decoding += mark - fetched
-                if len(messages) >= PUSH_CHUNK:
-                    self._push(messages)
-                    pushed_any = True
-                    messages = []
+                if framer.ready:
+                    self._push()
                     fetched, mark = mark, clock()
                     sending += mark - fetched
             fetched = clock()
             reading += fetched - mark
-            messages.append(publisher.commit(identifier))
-            self._push(messages)
-            pushed_any = True
-            messages = []
+            framer.commit()
+            self._push()
             self.writer.flush()
             sending += clock() - fetched
         except BaseException as error:
             metrics.publishing = False
             self.queue.abandon()
-            # Messages built but never handed to the writer did not reach Kafka.
-            unpushed = messages[0].header.sequence if messages else publisher.next_sequence
-            self._roll_back(identifier, pushed_any, unpushed, error)
+            self._roll_back(identifier, error)
             raise
         self.queue.finish(batch)
         seconds = time.monotonic() - started
@@ -198,13 +177,7 @@ class BatchPublisher:
         )
         return count
 
-    def _roll_back(
-        self,
-        identifier: stream_pb2.BatchIdentifier,
-        pushed_any: bool,
-        unpushed: int,
-        error: BaseException,
-    ) -> None:
+    def _roll_back(self, identifier: stream_pb2.BatchIdentifier, error: BaseException) -> None:
         """After a failure: a Rollback if the writer still works, else a new identity.
 
         A failed ``push`` leaves Kafka's state uncertain (some of the chunk may
@@ -212,26 +185,24 @@ class BatchPublisher:
         the open batch as abandoned. A failure before the push (reading or
         decoding the batch), or a data error the writer raised before the set
         topic got anything of the push (a message too large for the producer),
-        leaves Kafka holding exactly the pushed prefix: the publisher rewinds to
+        leaves Kafka holding exactly the pushed prefix: the framer rewinds to
         the first unpushed sequence and sends a Rollback. A message the broker
         refused after it was sent (``MessageTooLarge.dropped``) is an uncertain
         state again.
         """
         uncertain = isinstance(error, MessageTooLarge) and error.dropped
-        if uncertain or isinstance(error, (BrokerUnavailable, LeadershipLost)):
-            self.publisher = Publisher(epoch=self.epoch)
-            return
-        self.publisher.rewind(unpushed)
-        if not pushed_any:
+        certain = not (uncertain or isinstance(error, (BrokerUnavailable, LeadershipLost)))
+        messages, partitions = self.framer.roll_back(certain)
+        if not messages:
             return
         try:
-            self.writer.push([self.publisher.rollback(identifier)])
+            self.writer.push(messages, partitions)
             self.writer.flush()
             self.metrics.rollbacks += 1
             logger.warning("batch %d rolled back on the stream", identifier.id)
         except PgshovelError as rollback_error:
             logger.error("could not publish a rollback: %s", rollback_error)
-            self.publisher = Publisher(epoch=self.epoch)
+            self.framer.roll_back(False)
 
 
 class Pacer:

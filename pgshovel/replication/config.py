@@ -30,7 +30,7 @@ from typing import Annotated, Any, cast
 from pydantic import BeforeValidator, Field, SecretStr
 
 from pgshovel import settings
-from pgshovel.abc import Loader, Stream, Target
+from pgshovel.abc import TARGET_CAPABILITIES, Loader, Stream, Target
 from pgshovel.components import ComponentSpec
 from pgshovel.policy import OnError
 from pgshovel.source import SourceConnection
@@ -73,6 +73,7 @@ class StreamSpec(ComponentSpec):
 
 class TargetSpec(ComponentSpec):
     contract = Target
+    capabilities = TARGET_CAPABILITIES
 
 
 class ReplicationSettings(settings.Settings):

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from pgshovel._numbers import MIN_RATE_SECONDS, rate, rows_of_estimate
-from pgshovel.abc import ChunkSink, Target
+from pgshovel.abc import ChunkSink, ChunkTarget
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError, ProgrammingError, TransientError
 from pgshovel.replication.flights import Flight, Progress, Verdict
@@ -86,7 +86,7 @@ class IncrementalSnapshots:
         cluster: str,
         set_name: str,
         source_dsn: str,
-        target: Target,
+        target: ChunkTarget,
         *,
         rows_per_chunk: int = 20_000,
         parallel: int = 2,

@@ -54,7 +54,8 @@ class WorkerMetrics(Delivery):
     batches: int = 0
     mutations: int = 0
     rows: int = 0
-    #: offset of the last message applied (-1 before the first)
+    #: the position of the last batch applied as one number: the messages before it, less
+    #: one (with the set topic's one partition, the offset of its Commit; -1 before the first)
     offset: int = -1
     #: messages between the stream's end and the position, as the stream last saw it
     lag_messages: int = 0
@@ -93,8 +94,8 @@ class WorkerMetrics(Delivery):
         self.applying = None
         self.tables.update(self.reading)
         self.reading.clear()
-        if state.position is not None:
-            self.offset = state.position.offset
+        if state.position.consumed:
+            self.offset = state.position.messages - 1
         if self.pending_since is None:
             return 0.0  # no mutation: the last micro-batch's lag stays
         return self.delivered()

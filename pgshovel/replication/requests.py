@@ -28,7 +28,7 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from pgshovel.abc import Target
+from pgshovel.abc import ChunkTarget, Target
 from pgshovel.cluster import requests
 from pgshovel.cluster.requests import Request, Result, TableReport
 from pgshovel.cluster.zookeeper import start_client
@@ -204,6 +204,11 @@ class RequestDesk:
 
     def _problem(self, request: Request, state: WorkerState) -> str:
         """Why ``request`` cannot be carried out ("" when it can)."""
+        if not isinstance(self.target, ChunkTarget):
+            return (
+                f"target {type(self.target).__name__} cannot copy or compare tables chunk by "
+                f"chunk (it offers no ChunkTarget capability): {request.kind} refused"
+            )
         known = {table.identity: table for table in state.tables}
         unknown = [".".join(table) for table in request.tables if table not in known]
         if unknown:

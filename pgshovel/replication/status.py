@@ -1,11 +1,11 @@
 """The worker's status in ZooKeeper, for ``set inspect``: one ephemeral node per running worker.
 
 ``/<cluster>/sets/<set>/workers/<host:pid:id>`` holds a small JSON document
-(target, the copy's name, phase, stream offset, lag, what is being applied and
-since when, snapshot tasks, the applied horizon, the last hour's lag and
-mutations/s and the last errors, when it was written), rewritten every
-``interval`` seconds by a thread of its own, so it stays fresh while the worker
-applies a long batch (and at once by the worker after each step; see
+(target, the copy's name, phase, stream offset and position, lag, what is
+being applied and since when, snapshot tasks, the applied horizon, the last
+hour's lag and mutations/s and the last errors, when it was written),
+rewritten every ``interval`` seconds by a thread of its own, so it stays fresh
+while the worker applies a long batch (and at once by the worker after each step; see
 ``pgshovel.cluster.status``). ZooKeeper being unavailable costs one warning,
 never the worker.
 """
@@ -46,6 +46,7 @@ def status_document(
         "copy": copy or target,
         "phase": "streaming" if metrics.streaming else "snapshot",
         "offset": metrics.offset,
+        "position": state.position.describe() if state is not None else "",
         "lag_seconds": round(metrics.lag_seconds(now), 3),
         "lag_messages": metrics.lag_messages,
         "batch_lag_seconds": round(metrics.batch_lag_seconds, 3),

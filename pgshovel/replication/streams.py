@@ -1,15 +1,15 @@
 """The Kafka stream: validated micro-batches of whole committed batches.
 
 The reader runs on the Spark driver (the Spark Kafka connector is not
-available offline, and one partition has one reader anyway): it reads from
-the stored position, feeds every message to the validating state machine and
-hands over the batches that reached Commit, so a micro-batch of committed
-batches never holds part of a batch. Messages of a batch still open stay in the
-validator until its Commit arrives in a later read — up to ``part_mutations``
-mutations: beyond that the open batch is handed over in parts (a micro-batch of
-its own each), which the worker applies uncommitted in one target transaction
-until the batch's Commit, so memory does not grow with the size of a source
-transaction.
+available offline, and one partition has one reader anyway): it reads the
+partitions the stored position names from there, feeds every message to the
+validating state machine and hands over the batches that reached Commit, so a
+micro-batch of committed batches never holds part of a batch. Messages of a
+batch still open stay in the validator until its Commit arrives in a later
+read — up to ``part_mutations`` mutations: beyond that the open batch is handed
+over in parts (a micro-batch of its own each), which the worker applies
+uncommitted in one target transaction until the batch's Commit, so memory does
+not grow with the size of a source transaction.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pgshovel.abc import MicroBatch
 from pgshovel.errors import ProgrammingError
 from pgshovel.settings import NonEmptyText, PositiveInt, PositiveSeconds
 from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.reader import KafkaReader
 from pgshovel.stream.state import WorkerState
 from pgshovel.stream.validation import StreamValidator
@@ -59,16 +60,16 @@ class KafkaStream:
         self.topic = self.topic or default_topic
         self._reader = KafkaReader(self.bootstrap_servers, self.topic, self.properties)
 
-    def end_offset(self) -> int:
-        return self.reader.watermarks()[1]
+    def start_position(self) -> StreamPosition:
+        return StreamPosition.start(self.reader.end_offsets())
 
     def micro_batches(
         self, state: WorkerState, should_stop: Callable[[], bool]
     ) -> Iterator[MicroBatch]:
         reader = self.reader
-        reader.seek(state.next_offset)
+        reader.resume(state.position)
         validator = StreamValidator(state.position)
-        logger.info("streaming topic %r from offset %d", reader.topic, state.next_offset)
+        logger.info("streaming topic %r from %s", reader.topic, state.position.describe())
         while not should_stop():
             messages = reader.read(self.max_batch_messages, self.poll_timeout)
             batches: list[CommittedBatch] = list(validator.validate(messages))

@@ -3,10 +3,10 @@
 Order of effects, which crash safety rests on:
 
 1. the target returns its stored state (taking a lock so one worker runs per set);
-2. with no state, or a snapshot load that never finished: note the topic's end
-   offset, export the source snapshot, record phase ``snapshot`` (the target
-   empties the set's tables), copy every range, then record phase
-   ``streaming`` with that offset and snapshot;
+2. with no state, or a snapshot load that never finished: note the stream's
+   position at the topic's end, export the source snapshot, record phase
+   ``snapshot`` (the target empties the set's tables), copy every range, then
+   record phase ``streaming`` with that position and snapshot;
 3. for each micro-batch: drop mutations the snapshot already holds (handoff),
    then apply the batches and store the position of the last Commit in the
    same target transaction. Nothing is acknowledged anywhere else: the Kafka
@@ -33,7 +33,7 @@ from typing import Any
 from psycopg2.extensions import connection as Connection
 
 from pgshovel._numbers import rate
-from pgshovel.abc import TableLoadReport, Target
+from pgshovel.abc import ChunkTarget, TableLoadReport
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
 from pgshovel.cluster.watch import SetWatch
@@ -41,7 +41,7 @@ from pgshovel.errors import CoordinatorUnavailable, DatabaseUnavailable, Pgshove
 from pgshovel.policy import ErrorPolicy
 from pgshovel.protocol import configuration_pb2
 from pgshovel.protocol.stream_pb2 import SchemaChange
-from pgshovel.replication import catalog
+from pgshovel.replication import capabilities, catalog
 from pgshovel.replication.config import ReplicationConfiguration
 from pgshovel.replication.holds import hold
 from pgshovel.replication.incremental import IncrementalSnapshots
@@ -93,13 +93,13 @@ def _log_applied(
     logger.log(
         logging.INFO if mutations else logging.DEBUG,
         "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs of applying (%s); "
-        "offset %d, lag %.3fs from source commit, %d message(s) behind",
+        "position %s, lag %.3fs from source commit, %d message(s) behind",
         batches,
         mutations,
         rows,
         seconds,
         rate(mutations, seconds, "mutations"),
-        state.next_offset - 1,
+        state.position.describe(),
         lag,
         behind,
     )
@@ -216,7 +216,8 @@ class Worker:
                 copy=copy_name(target),
             )
         )
-        snapshots = self._incremental(target, desk)
+        snapshots = self._incremental(target, desk) if isinstance(target, ChunkTarget) else None
+        logger.info("target %s offers %s", type(target).__name__, capabilities.describe(target))
         try:
             state = target.open(self.cluster, self.set_name)
             if board is not None:
@@ -228,19 +229,21 @@ class Worker:
                         "the previous snapshot load did not finish; emptying the set's tables "
                         "and loading again"
                     )
-                state = self.load()
+                state = self.load(state)
             else:
                 if not state.tables:
                     # A state stored before pgshovel 0.2: the source catalog has the shapes.
                     state = state.replace(tables=tuple(read_table_shapes(self.set_configuration)))
-                logger.info("resuming the stream at offset %d", state.next_offset)
-            target.drop_staging()
+                logger.info("resuming the stream at position %s", state.position.describe())
+            if isinstance(target, ChunkTarget):
+                target.drop_staging()
             self.state = state
             return self.stream(state, should_stop, on_success, snapshots, desk, board)
         finally:
             if board is not None:
                 board.close()
-            snapshots.close()
+            if snapshots is not None:
+                snapshots.close()
             if desk is not None:
                 desk.close()
             stream.close()
@@ -287,7 +290,7 @@ class Worker:
             )
             return self.set_watch.current().configuration
 
-    def _incremental(self, target: Target, desk: RequestDesk | None) -> IncrementalSnapshots:
+    def _incremental(self, target: ChunkTarget, desk: RequestDesk | None) -> IncrementalSnapshots:
         settings = self.configuration.snapshots
 
         def on_finished(task: SnapshotTask, state: WorkerState) -> list[SnapshotTask]:
@@ -312,16 +315,19 @@ class Worker:
             on_failed=(lambda origin, reason: None) if desk is None else desk.refuse,
         )
 
-    def load(self) -> WorkerState:
-        """Copy a consistent snapshot of every table; return the streaming state after it.
+    def load(self, stored: WorkerState | None = None) -> WorkerState:
+        """Copy a consistent snapshot of every table; return the streaming state after it
+        (``stored``: what the target held, a load that did not finish, or None).
 
         The tables are read in the exporting transaction, right after the export:
         the set as ZooKeeper says then, each table as the snapshot captures it
-        (``catalog.snapshot_shapes``), so the stream from the offset noted before
+        (``catalog.snapshot_shapes``), so the stream from the position noted before
         the export holds exactly what the copy lacks, ``set update`` included."""
-        target = self.configuration.target
+        target = capabilities.snapshot_target(
+            self.configuration.target, stored, self.cluster, self.set_name
+        )
         hold("before-export", self._should_stop)
-        start_offset = self.configuration.stream.end_offset()
+        start = self.configuration.stream.start_position()
         begun: list[WorkerState] = []
 
         def read_tables(connection: Connection) -> list[TableShape]:
@@ -330,7 +336,7 @@ class Worker:
             return catalog.snapshot_shapes(connection, self.cluster, self.set_name, configuration)
 
         def on_exported(txid_snapshot: str, tables: list[TableShape]) -> None:
-            state = WorkerState("snapshot", txid_snapshot, start_offset, tables=tuple(tables))
+            state = WorkerState("snapshot", txid_snapshot, start, tables=tuple(tables))
             begun.append(state)
             target.begin_snapshot(state)
             hold("loading", self._should_stop)
@@ -345,10 +351,10 @@ class Worker:
         state = begun[0].replace(phase="streaming")
         target.finish_snapshot(state)
         logger.info(
-            "snapshot loaded: %d rows in %d table(s); streaming from offset %d",
+            "snapshot loaded: %d rows in %d table(s); streaming from %s",
             sum(report.rows for report in self.load_reports),
             len(self.load_reports),
-            start_offset,
+            start.describe(),
         )
         return state
 
@@ -402,6 +408,7 @@ class Worker:
                 key_text=key_text,
             )
             self._report_broken(plan, state)
+            capabilities.check_recopy(target, plan)
             if not batches[-1].complete:
                 parts_began = parts_began or started
                 state = self._apply_part(plan, state, snapshots, parts)

@@ -1,8 +1,8 @@
 """The snapshot-to-stream handoff: which streamed mutations the loaded snapshot already holds.
 
 The loader records ``txid_current_snapshot()`` in the transaction whose exported
-snapshot it copies, and the stream starts from the topic's end offset noted
-before that. A streamed mutation whose transaction is visible in the snapshot is
+snapshot it copies, and the stream starts from the position at the topic's end
+noted before that. A streamed mutation whose transaction is visible in the snapshot is
 already in the target and must be dropped; the others are applied. A
 ``HandoffFilter`` does that batch by batch and switches itself off for good at
 the first batch whose start tick's xmin is at or past the snapshot's xmax: every
@@ -118,7 +118,7 @@ class HandoffFilter:
             if txid == 0:
                 raise StreamError(
                     f"mutation {mutation.id!r} on {mutation.schema!r}.{mutation.table!r} in batch "
-                    f"{batch.batch_id!r} (offset {batch.position.offset!r}) has no transaction id; "
+                    f"{batch.batch_id!r} (offset {batch.offset!r}) has no transaction id; "
                     "the handoff cannot tell whether the loaded snapshot holds it; "
                     "the relay that wrote it is too old or broken"
                 )

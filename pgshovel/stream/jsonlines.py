@@ -49,7 +49,7 @@ def mutation_record(batch: CommittedBatch, mutation: stream_pb2.Mutation) -> dic
     record: dict[str, object] = {
         "batch": batch.batch_id,
         "node": str(uuid.UUID(bytes=batch.node)) if len(batch.node) == 16 else batch.node.hex(),
-        "offset": batch.position.offset,
+        "offset": batch.offset,
         "transaction": mutation.transaction,
         "timestamp": _time(mutation.timestamp),
         "schema": mutation.schema,
@@ -69,7 +69,7 @@ def schema_record(batch: CommittedBatch, change: stream_pb2.SchemaChange) -> dic
     """One schema change with its batch, as a JSON-ready mapping."""
     record: dict[str, object] = {
         "batch": batch.batch_id,
-        "offset": batch.position.offset,
+        "offset": batch.offset,
         "transaction": change.transaction,
         "timestamp": _time(change.timestamp),
         "schema": change.schema,

@@ -1,9 +1,12 @@
-"""Read a stream topic from an explicit offset: ``(offset, Message)`` pairs for the validator.
+"""Read a stream topic from a stored position: ``(offset, Message)`` pairs for the validator.
 
-A confluent-kafka consumer assigned by hand to partition 0 of the topic at the
-offset the caller stored with its data: no consumer group offsets are committed
-or relied on (``enable.auto.commit=false``), and an offset the topic no longer
-holds is an error, never a silent jump (``auto.offset.reset=error``).
+A confluent-kafka consumer assigned by hand to the partitions a
+``StreamPosition`` names, each at the offset the caller stored with its data
+(``resume``), or to one partition at an offset (``seek``, for tools that read a
+topic from wherever they like): no consumer group offsets are committed or
+relied on (``enable.auto.commit=false``), and an offset the topic no longer
+holds is an error, never a silent jump (``auto.offset.reset=error``). A set
+topic has one partition for now: a topic with more is refused.
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from pgshovel._kafka_log import kafka_logger
 from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, StreamError
 from pgshovel.protocol import stream_pb2
+from pgshovel.stream.position import StreamPosition
 
 __all__ = ["KafkaReader", "consumer_settings", "partition_mismatch"]
 
 logger = logging.getLogger(__name__)
 
-PARTITION = 0
 #: Once a read has its first message, how long each further wait for more may last.
 DRAIN_SECONDS = 0.01
 
@@ -56,7 +59,7 @@ def partition_mismatch(topic: str, count: int) -> str:
 
 
 class KafkaReader:
-    """Reads one topic's single partition from a chosen offset."""
+    """Reads a topic's partitions from a position (or one partition from an offset)."""
 
     def __init__(
         self,
@@ -70,21 +73,23 @@ class KafkaReader:
         self._consumer = Consumer(
             consumer_settings(bootstrap_servers, properties or {}), logger=kafka_logger(__name__)
         )
-        self._partition = TopicPartition(topic, PARTITION)
 
-    def cached_end(self) -> int | None:
-        """The end offset from the last fetch response (no broker round trip), if known."""
+    def cached_end(self, partition: int = 0) -> int | None:
+        """The end offset of ``partition`` from the last fetch response (no broker round
+        trip), if known."""
         try:
-            _low, high = self._consumer.get_watermark_offsets(self._partition, cached=True)
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), cached=True
+            )
         except KafkaException:
             return None
         return int(high) if high is not None and high >= 0 else None
 
-    def watermarks(self) -> tuple[int, int]:
-        """The lowest offset the topic still holds and the offset of the next message."""
+    def watermarks(self, partition: int = 0) -> tuple[int, int]:
+        """The lowest offset ``partition`` still holds and the offset of its next message."""
         try:
             low, high = self._consumer.get_watermark_offsets(
-                self._partition, timeout=self.timeout, cached=False
+                TopicPartition(self.topic, partition), timeout=self.timeout, cached=False
             )
         except KafkaException as error:
             raise BrokerUnavailable(
@@ -106,20 +111,51 @@ class KafkaReader:
         found = metadata.topics.get(self.topic)
         return 0 if found is None else len(found.partitions)
 
-    def seek(self, offset: int) -> None:
-        """Start reading at ``offset``; an error if the topic no longer (or not yet) holds it,
-        or if it has more than one partition (a set's stream is totally ordered in one)."""
+    def end_offsets(self) -> tuple[int, ...]:
+        """The offset of the next message of every partition (a set topic: one), in
+        partition order; an error for a topic with more than one partition."""
+        self._check_partitions()
+        return (self.watermarks(0)[1],)
+
+    def seek(self, offset: int, partition: int = 0) -> None:
+        """Start reading ``partition`` at ``offset``; an error if the topic no longer (or not
+        yet) holds it, or if it has more than one partition (a set's stream is totally
+        ordered in one)."""
+        self._check_partitions()
+        self._check_held(partition, offset)
+        self._consumer.assign([TopicPartition(self.topic, partition, offset)])
+
+    def resume(self, position: StreamPosition) -> None:
+        """Start reading every partition of ``position`` at its next offset (errors as
+        ``seek``'s)."""
+        self._check_partitions(len(position.partitions))
+        for partition, cursor in enumerate(position.partitions):
+            self._check_held(partition, cursor.next_offset)
+        self._consumer.assign(
+            [
+                TopicPartition(self.topic, partition, cursor.next_offset)
+                for partition, cursor in enumerate(position.partitions)
+            ]
+        )
+
+    def _check_partitions(self, stored: int = 1) -> None:
         count = self.partitions()
         if count > 1:
             raise StreamError(partition_mismatch(self.topic, count))
-        low, high = self.watermarks()
+        if stored > 1:
+            raise StreamError(
+                f"the stored position names {stored!r} partitions of topic {self.topic!r}, "
+                f"which has {count!r}; reload the target from a fresh snapshot"
+            )
+
+    def _check_held(self, partition: int, offset: int) -> None:
+        low, high = self.watermarks(partition)
         if not low <= offset <= high:
             raise StreamError(
                 f"topic {self.topic!r} holds offsets {low!r} to {high - 1!r}, the worker must "
                 f"resume at offset {offset!r}: the messages in between were deleted (retention) "
                 "or the topic was recreated; reload the target from a fresh snapshot"
             )
-        self._consumer.assign([TopicPartition(self.topic, PARTITION, offset)])
 
     def read(self, max_messages: int, timeout: float) -> list[tuple[int, stream_pb2.Message]]:
         """Up to ``max_messages`` decoded messages in offset order.

@@ -36,6 +36,7 @@ from pgshovel.relay.table_topics._snapshots import ChunkedSnapshots
 from pgshovel.relay.table_topics._translator import Record, TableTopicTranslator
 from pgshovel.relay.table_topics._window import relay_attempt_prefix
 from pgshovel.source import connect, translating
+from pgshovel.stream.rows import to_mutations
 
 __all__ = ["TableTopicsOutput", "snapshot_topic"]
 
@@ -174,7 +175,13 @@ class TableTopicsOutput:
 
     # -- the stream ---------------------------------------------------------------
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> int:
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> int:
+        """Translate the push's mutations in event order. A ROWS batch is framed in every
+        partition: partition 0's framing speaks for all, and the row changes of a round (see
+        ``pgshovel.relay.framing``) are read from every partition, in event id order, once
+        each (a change that moved a row across partitions is in two)."""
         if not self._database_known:
             raise ConfigurationError(
                 "table_topics format: debezium needs the source database's name and the writer "
@@ -182,9 +189,24 @@ class TableTopicsOutput:
                 "table_topics.database"
             )
         size = 0
-        for message in messages:
-            size += self._push_one(message)
+        rows: dict[int, stream_pb2.Mutation] = {}
+        for index, message in enumerate(messages):
+            operation = message.operation
+            if operation.WhichOneof("operation") == "rows":
+                for mutation in to_mutations(operation.rows):
+                    rows.setdefault(mutation.id, mutation)
+                continue
+            if rows:
+                size += self._push_rows(rows)
+                rows = {}
+            if partitions is None or partitions[index] == 0:
+                size += self._push_one(message)
+        if rows:
+            size += self._push_rows(rows)
         return size
+
+    def _push_rows(self, rows: dict[int, stream_pb2.Mutation]) -> int:
+        return sum(self._push_mutation(rows[number]) for number in sorted(rows))
 
     def _push_one(self, message: stream_pb2.Message) -> int:
         operation = message.operation

@@ -1,4 +1,4 @@
-"""File helpers of the Parquet target: atomic replace, the state file, an exclusive lock."""
+"""File helpers of the Parquet target: atomic replace (Parquet and JSON), an exclusive lock."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pgshovel.errors import AlreadyRunning
-from pgshovel.stream.state import WorkerState, from_document, to_document
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -45,15 +44,6 @@ def remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
-
-
-def state_to_document(state: WorkerState, versions: dict[str, str]) -> dict[str, Any]:
-    """The state file's document: the worker state and each table's current version."""
-    return {**to_document(state), "versions": versions}
-
-
-def state_from_document(document: dict[str, Any]) -> tuple[WorkerState, dict[str, str]]:
-    return from_document(document), dict(document.get("versions") or {})
 
 
 def lock_directory(root: Path) -> IO[str]:

@@ -31,16 +31,6 @@ def table_directory(root: Path, schema: str, name: str) -> Path:
     return root / schema / name
 
 
-def version_name(offset: int, step: int = 0) -> str:
-    """The name of what a micro-batch (ending at ``offset``) wrote in its ``step``."""
-    return f"{offset:020d}-{step:04d}"
-
-
-def version_offset(name: str) -> int:
-    """The offset a version or change file name belongs to (names before 0.2: the offset)."""
-    return int(name.split("-", 1)[0])
-
-
 def shape_version(table: TableShape) -> str:
     """A short hash naming a shape: every change log row records the shape it has."""
     document = [table.schema, table.name, list(table.key)]
@@ -178,7 +168,7 @@ def write_change_log(
     """The change log file ``name`` of ``table``: one row per mutation, in stream order."""
     shape = shape_version(table)
     columns: list[Any] = [
-        pa.array([batch.position.offset for batch, _ in entries], pa.int64()),
+        pa.array([batch.offset for batch, _ in entries], pa.int64()),
         pa.array(list(range(len(entries))), pa.int32()),
         pa.array([batch.node.hex() for batch, _ in entries], pa.string()),
         pa.array([batch.batch_id for batch, _ in entries], pa.int64()),

@@ -1,10 +1,12 @@
 """The worker's state table in a PostgreSQL target, written in the same transaction as the data.
 
-One row per (cluster, set) in ``pgshovel_replication.worker_state``: the phase,
-the loader's snapshot, the start offset, the last applied stream position, and
-(as JSON) the tables' shapes as of that position, the tables whose capture broke,
-and the incremental snapshots under way. A session-level advisory lock on
-(cluster, set) keeps a second worker out.
+One row per (cluster, set) in ``pgshovel_replication.worker_state``: the whole
+``WorkerState`` (stream position, phase, the loader's snapshot, the tables'
+shapes as of that position, the tables whose capture broke, the incremental
+snapshots under way, the applied horizon) as one ``state`` document. A table
+of an earlier release (one column per field) is converted on first open
+(``_pgupgrade``). A session-level advisory lock on (cluster, set) keeps a
+second worker out.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ import json
 from psycopg2 import sql
 from psycopg2.extensions import cursor as Cursor
 
-from pgshovel.errors import AlreadyRunning
-from pgshovel.replication.targets import _pgwake
-from pgshovel.stream.batches import StreamPosition
+from pgshovel.errors import AlreadyRunning, StateError
+from pgshovel.replication.targets import _pgupgrade, _pgwake
 from pgshovel.stream.state import WorkerState, from_document, to_document
 
 STATE_SCHEMA = "pgshovel_replication"
@@ -29,54 +30,18 @@ _CREATE = sql.SQL(
 CREATE TABLE IF NOT EXISTS {} (
     cluster text NOT NULL,
     set_name text NOT NULL,
-    phase text NOT NULL CHECK (phase IN ('snapshot', 'streaming')),
-    snapshot text NOT NULL,
-    start_offset bigint NOT NULL,
-    position_offset bigint,
-    publisher bytea,
-    sequence bigint,
-    epoch bigint,
-    committed_nodes bytea[] NOT NULL DEFAULT '{{}}',
-    committed_batches bigint[] NOT NULL DEFAULT '{{}}',
+    state jsonb NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (cluster, set_name)
 )"""
 ).format(_TABLE)
 
-_SELECT = sql.SQL(
-    "SELECT phase, snapshot, start_offset, position_offset, publisher, sequence, epoch, "
-    "committed_nodes, committed_batches FROM {} WHERE cluster = %s AND set_name = %s"
-).format(_TABLE)
+_SELECT = sql.SQL("SELECT state FROM {} WHERE cluster = %s AND set_name = %s").format(_TABLE)
 
 _UPSERT = sql.SQL(
     """
-INSERT INTO {} AS s (cluster, set_name, phase, snapshot, start_offset, position_offset,
-                     publisher, sequence, epoch, committed_nodes, committed_batches)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::bytea[], %s::bigint[])
-ON CONFLICT (cluster, set_name) DO UPDATE SET
-    phase = excluded.phase, snapshot = excluded.snapshot, start_offset = excluded.start_offset,
-    position_offset = excluded.position_offset, publisher = excluded.publisher,
-    sequence = excluded.sequence, epoch = excluded.epoch,
-    committed_nodes = excluded.committed_nodes, committed_batches = excluded.committed_batches,
-    updated_at = now()"""
-).format(_TABLE)
-
-
-# Added in 0.2; a state table from 0.1 gets them when the worker starts.
-_EXTEND = sql.SQL(
-    "ALTER TABLE {} ADD COLUMN IF NOT EXISTS tables jsonb NOT NULL DEFAULT '[]', "
-    "ADD COLUMN IF NOT EXISTS broken jsonb NOT NULL DEFAULT '[]', "
-    "ADD COLUMN IF NOT EXISTS tasks jsonb NOT NULL DEFAULT '[]', "
-    "ADD COLUMN IF NOT EXISTS horizon text NOT NULL DEFAULT ''"
-).format(_TABLE)
-
-_SELECT_EXTENSION = sql.SQL(
-    "SELECT tables, broken, tasks, horizon FROM {} WHERE cluster = %s AND set_name = %s"
-).format(_TABLE)
-
-_UPDATE_EXTENSION = sql.SQL(
-    "UPDATE {} SET tables = %s::jsonb, broken = %s::jsonb, tasks = %s::jsonb, horizon = %s "
-    "WHERE cluster = %s AND set_name = %s"
+INSERT INTO {} AS s (cluster, set_name, state) VALUES (%s, %s, %s::jsonb)
+ON CONFLICT (cluster, set_name) DO UPDATE SET state = excluded.state, updated_at = now()"""
 ).format(_TABLE)
 
 #: Read-your-writes for applications (README "Read-your-writes"): is a source transaction's
@@ -89,10 +54,10 @@ RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
 DECLARE
     horizons text[];
 BEGIN
-    SELECT array_agg(CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)
+    SELECT array_agg(coalesce(nullif(s.state->>'horizon', ''), s.state->>'snapshot'))
       INTO horizons
       FROM {table} s
-     WHERE s.phase = 'streaming' AND ($2 IS NULL OR s.set_name = $2);
+     WHERE s.state->>'phase' = 'streaming' AND ($2 IS NULL OR s.set_name = $2);
     IF horizons IS NULL THEN
         RAISE EXCEPTION 'pgshovel: no set % is streaming into this database',
             coalesce(quote_literal($2), '(any)')
@@ -125,11 +90,11 @@ BEGIN
         -- A query with FROM: each run takes a new snapshot and sees the worker's commits
         -- (a plain expression would keep the one it started with).
         SELECT bool_and(txid_visible_in_snapshot($1,
-                   (CASE WHEN s.horizon <> '' THEN s.horizon ELSE s.snapshot END)::txid_snapshot)),
+                   coalesce(nullif(s.state->>'horizon', ''), s.state->>'snapshot')::txid_snapshot)),
                min(s.cluster || '/' || s.set_name)
           INTO done, baton
           FROM {table} s
-         WHERE s.phase = 'streaming' AND ($3 IS NULL OR s.set_name = $3);
+         WHERE s.state->>'phase' = 'streaming' AND ($3 IS NULL OR s.set_name = $3);
         IF done THEN
             RETURN true;
         END IF;
@@ -172,11 +137,7 @@ IDLE_POLL = 0.01
 LONGEST_SLEEP = 0.1
 
 #: Marks the read-your-writes functions' version (their comment): replaced only when older.
-FUNCTIONS_VERSION = "pgshovel read-your-writes 2"
-
-#: The newest column; a state table without it is extended (ALTER TABLE only then: it takes
-#: an exclusive lock that a running wait_applied, reading the table, would hold up).
-_NEWEST_COLUMN = "horizon"
+FUNCTIONS_VERSION = "pgshovel read-your-writes 3"
 
 
 def create(cursor: Cursor) -> None:
@@ -185,13 +146,11 @@ def create(cursor: Cursor) -> None:
     cursor.execute("SELECT pg_advisory_xact_lock(hashtext('pgshovel_replication schema'))")
     cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STATE_SCHEMA)))
     cursor.execute(_CREATE)
-    cursor.execute(
-        "SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass AND attname = %s "
-        "AND NOT attisdropped",
-        (f"{STATE_SCHEMA}.{STATE_TABLE}", _NEWEST_COLUMN),
-    )
-    if cursor.fetchone() is None:
-        cursor.execute(_EXTEND)
+    # A table of an earlier release is converted (ALTER TABLE only then: it takes an exclusive
+    # lock that a running wait_applied, reading the table, would hold up).
+    present = _pgupgrade.columns(cursor, _TABLE, f"{STATE_SCHEMA}.{STATE_TABLE}")
+    if "state" not in present:
+        _pgupgrade.upgrade(cursor, _TABLE, present)
     cursor.execute(
         "SELECT pg_catalog.obj_description(to_regprocedure(%s)::oid, 'pg_proc') = %s",
         (f"{STATE_SCHEMA}.wait_applied(bigint,interval,text)", FUNCTIONS_VERSION),
@@ -227,66 +186,32 @@ def lock(cursor: Cursor, cluster: str, set_name: str) -> None:
         )
 
 
+def reload_statement(cursor: Cursor, cluster: str, set_name: str) -> str:
+    """The statement that makes the worker of (cluster, set) load this target afresh."""
+    return (
+        sql.SQL("DELETE FROM {} WHERE cluster = {} AND set_name = {}")
+        .format(_TABLE, sql.Literal(cluster), sql.Literal(set_name))
+        .as_string(cursor)
+    )
+
+
 def read(cursor: Cursor, cluster: str, set_name: str) -> WorkerState | None:
+    """The stored state of (cluster, set), None if none; a ``StateError`` naming the field
+    and the reload when the stored document does not read."""
     cursor.execute(_SELECT, (cluster, set_name))
     row = cursor.fetchone()
     if row is None:
         return None
-    phase, snapshot, start_offset, offset, publisher, sequence, epoch, nodes, batches = row
-    position = None
-    if offset is not None:
-        position = StreamPosition(
-            offset=offset,
-            publisher=bytes(publisher),
-            sequence=sequence,
-            epoch=epoch,
-            committed=tuple(
-                (bytes(node), batch) for node, batch in zip(nodes, batches, strict=True)
-            ),
-        )
-    cursor.execute(_SELECT_EXTENSION, (cluster, set_name))
-    tables, broken, tasks, horizon = cursor.fetchone() or ([], [], [], "")
-    extension = from_document(
-        {
-            "phase": phase,
-            "snapshot": snapshot,
-            "start_offset": start_offset,
-            "tables": tables,
-            "broken": broken,
-            "tasks": tasks,
-            "horizon": horizon,
-        }
-    )
-    return extension.replace(position=position)
+    try:
+        return from_document(row[0])
+    except StateError as error:
+        raise StateError(
+            f"the worker state of set {set_name!r} of cluster {cluster!r} in "
+            f"{STATE_SCHEMA}.{STATE_TABLE} does not read: {error}; the target must be "
+            f"reloaded: run {reload_statement(cursor, cluster, set_name)} on the target and "
+            "start the worker again (it copies the set's tables afresh)"
+        ) from error
 
 
 def write(cursor: Cursor, cluster: str, set_name: str, state: WorkerState) -> None:
-    position = state.position
-    cursor.execute(
-        _UPSERT,
-        (
-            cluster,
-            set_name,
-            state.phase,
-            state.snapshot,
-            state.start_offset,
-            None if position is None else position.offset,
-            None if position is None else position.publisher,
-            None if position is None else position.sequence,
-            None if position is None else position.epoch,
-            [] if position is None else [node for node, _ in position.committed],
-            [] if position is None else [batch for _, batch in position.committed],
-        ),
-    )
-    document = to_document(state)
-    cursor.execute(
-        _UPDATE_EXTENSION,
-        (
-            json.dumps(document["tables"]),
-            json.dumps(document["broken"]),
-            json.dumps(document["tasks"]),
-            state.horizon,
-            cluster,
-            set_name,
-        ),
-    )
+    cursor.execute(_UPSERT, (cluster, set_name, json.dumps(to_document(state))))

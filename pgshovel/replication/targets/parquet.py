@@ -2,21 +2,23 @@
 
 Layout under ``path``::
 
-    _state.json                                   worker state and current versions
-    <schema>/<table>/changes/<offset>-<step>.parquet   change log, per micro-batch step
-    <schema>/<table>/current/<version>/*.parquet  current rows (version: snapshot, <offset>-<step>)
+    _state.json                                 worker state, current versions, commits
+    <schema>/<table>/changes/<version>.parquet  change log, per micro-batch step
+    <schema>/<table>/current/<version>/*.parquet  current rows (version: snapshot, v<commit>-<step>)
 
-The change log has one row per mutation: the Kafka offset of its batch's
-Commit, the batch (node, id), the transaction, the operation, the mutation's
-position, the shape it has (``shape_version``, a hash of its columns and types),
-the row before and after as typed structs, and who made it (``provenance``, null
-for tables captured without provenance; older files lack the column). Commit order: a micro-batch's
-files are written first under deterministic names, then ``_state.json`` is
-atomically replaced; that replace is the commit. On start, files newer than the
-stored position and unreferenced versions are deleted, so a crash in between
-re-writes the same files and never duplicates. Readers (``read_changes`` /
-``read_current``, or Spark on the listed paths) must go through
-``_state.json``.
+Versions are named by the commit counter the state file keeps
+(``_parquet_state``), never by stream offsets. The change log has one row per
+mutation: the stream offset of its batch's Commit, the batch (node, id), the
+transaction, the operation, the mutation's position, the shape it has
+(``shape_version``, a hash of its columns and types), the row before and after
+as typed structs, and who made it (``provenance``, null for tables captured
+without provenance; older files lack the column). Commit order: a
+micro-batch's files are written first under the next commit's names, then
+``_state.json`` is atomically replaced; that replace is the commit. On start,
+files of a commit after the stored one and unreferenced versions are deleted,
+so a crash in between re-writes the same files and never duplicates. Readers
+(``read_changes`` / ``read_current``, or Spark on the listed paths; see
+``_parquet_readers``) must go through ``_state.json``.
 
 Schema changes: the current state is rewritten with the new shape (renamed
 columns keep their values, added ones get the value existing rows got, a
@@ -32,31 +34,47 @@ Types: see ``_arrow``.
 from __future__ import annotations
 
 import io
-import json
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import IO
 
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
 from pgshovel.errors import ConfigurationError, ProgrammingError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.mutations import to_change
-from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
+from pgshovel.replication.targets import _arrow, _files, _parquet_chunks, _parquet_state
 from pgshovel.replication.targets import _parquet_tables as tables
+from pgshovel.replication.targets._parquet_readers import (
+    STATE_FILE,
+    applied,
+    change_files,
+    current_path,
+    read_changes,
+    read_current,
+    read_current_text,
+    stored_state,
+)
 from pgshovel.settings import NonEmptyText
 from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape, copytext
-from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
 from pgshovel.stream.state import WorkerState
 
+__all__ = [
+    "STATE_FILE",
+    "ParquetTarget",
+    "applied",
+    "change_files",
+    "current_path",
+    "read_changes",
+    "read_current",
+    "read_current_text",
+    "stored_state",
+]
+
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "_state.json"
 SNAPSHOT_VERSION = "snapshot"
 table_directory = tables.table_directory
 
@@ -119,8 +137,12 @@ class ParquetTarget:
         self.path = path
         self.root = Path(path)
         self._lock: IO[str] | None = None
-        #: the committed version of each table's current rows (the state file's)
+        #: the committed version of each table's current rows, and the number of the last
+        #: commit (the state file's)
         self._versions: dict[str, str] = {}
+        self._commits = 0
+        #: the next step of the commit being written (the parts of a batch continue it)
+        self._step = 0
         #: while parts of a batch are applied: the versions they made current, and every
         #: file they wrote (removed again if the batch is abandoned)
         self._pending: dict[str, str] | None = None
@@ -135,23 +157,36 @@ class ParquetTarget:
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = _files.lock_directory(self.root)
-        state_path = self.root / STATE_FILE
-        if not state_path.exists():
+        self._step = 0
+        stored = _parquet_state.read(self.root)
+        if stored is None:
+            self._versions, self._commits = {}, 0
             return None
-        state, self._versions = _files.state_from_document(json.loads(state_path.read_text()))
-        self._discard_uncommitted(state)
-        return state
+        self._versions, self._commits = dict(stored.versions), stored.commits
+        self._discard_uncommitted(stored)
+        if stored.legacy_applied is not None:
+            self._write(stored.state, self._versions)
+            logger.info("upgraded the state file of %s: versions now named by commit", self.root)
+        return stored.state
 
-    def _discard_uncommitted(self, state: WorkerState) -> None:
+    def _write(
+        self, state: WorkerState, versions: dict[str, str], commits: int | None = None
+    ) -> None:
+        """Replace the state file: the commit of everything written under its names
+        (``commits``: the number of the commit this is, if it commits a micro-batch)."""
+        number = self._commits if commits is None else commits
+        _parquet_state.write(self.root, _parquet_state.Stored(state, dict(versions), number))
+
+    def _discard_uncommitted(self, stored: _parquet_state.Stored) -> None:
         """Delete what a crashed micro-batch wrote before its state was committed."""
-        applied = -1 if state.position is None else state.position.offset
+        state = stored.state
         for schema_directory in self.root.iterdir():
             if not schema_directory.is_dir():
                 continue
             for directory in schema_directory.iterdir():
                 qualified = f"{schema_directory.name}.{directory.name}"
                 for change_file in sorted((directory / "changes").glob("*.parquet")):
-                    if tables.version_offset(change_file.stem) > applied:
+                    if not _parquet_state.committed_change(change_file.stem, stored):
                         logger.info("removing uncommitted change log file %s", change_file)
                         change_file.unlink()
                 if state.phase != "streaming":
@@ -168,7 +203,7 @@ class ParquetTarget:
             _files.remove(directory / "current")
             _files.remove(directory / "changes")
         self._versions = {}
-        _files.write_json(_files.state_to_document(state, {}), self.root / STATE_FILE)
+        self._write(state, {})
 
     def snapshot_sink(self) -> SnapshotSink:
         return ParquetSnapshotSink(self.path)
@@ -181,24 +216,20 @@ class ParquetTarget:
                 tables.write_rows(
                     self.root, table, SNAPSHOT_VERSION, _arrow.table_schema(table).empty_table()
                 )
-        _files.write_json(_files.state_to_document(state, self._versions), self.root / STATE_FILE)
+        self._write(state, self._versions)
 
     def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
-        """Write each step's change log and current rows under names of the micro-batch's
-        last offset; the state file written last is the commit. Parts of a batch (``commit``
-        False) are named by their own last offset, which is below the Commit's and above
-        the stored position, so a crash leaves them to ``_discard_uncommitted``."""
-        if not commit and plan.batches:
-            offset = plan.batches[-1].batch.position.offset
-        elif commit and state.position is not None:
-            offset = state.position.offset
-        else:
-            raise ProgrammingError("parquet target: apply needs a stream position")
+        """Write each step's change log and current rows under names of the next commit;
+        the state file written last is the commit. Parts of a batch (``commit`` False)
+        continue the same commit's steps, so a crash leaves them to
+        ``_discard_uncommitted``."""
+        commit_number = self._commits + 1
         versions = dict(self._versions if self._pending is None else self._pending)
         recopy = {table.identity for table, _ in plan.recopy}
         rows = 0
-        for number, step in enumerate(plan.steps):
-            name = tables.version_name(offset, number)
+        for step in plan.steps:
+            name = _parquet_state.version_name(commit_number, self._step)
+            self._step += 1
             if isinstance(step, Segment):
                 rows += self._apply_segment(step, versions, name)
             else:
@@ -206,7 +237,8 @@ class ParquetTarget:
         if not commit:
             self._pending = versions
             return rows
-        _files.write_json(_files.state_to_document(state, versions), self.root / STATE_FILE)
+        self._write(state, versions, commit_number)
+        self._commits = commit_number
         self._forget_superseded(versions)
         return rows
 
@@ -217,6 +249,7 @@ class ParquetTarget:
             _files.remove(path)
         self._part_versions, self._part_logs = [], []
         self._pending = None
+        self._step = 0
 
     def _apply_segment(self, segment: Segment, versions: dict[str, str], name: str) -> int:
         rows = 0
@@ -277,6 +310,7 @@ class ParquetTarget:
                 _files.remove(path)
         self._part_versions, self._part_logs = [], []
         self._pending = None
+        self._step = 0
         self._versions = versions
 
     def can_alter_type(self, old: Column, new: Column) -> bool:
@@ -315,7 +349,7 @@ class ParquetTarget:
         name = f"{chunk.attempt}"
         tables.write_rows(self.root, table, name, merged)
         versions = {**self._versions, table.qualified: name}
-        _files.write_json(_files.state_to_document(state, versions), self.root / STATE_FILE)
+        self._write(state, versions)
         self._forget_superseded(versions)
         self.drop_staging([chunk.attempt])
         return int(staged.num_rows)
@@ -333,7 +367,7 @@ class ParquetTarget:
 
     def store_state(self, state: WorkerState) -> None:
         self._check_committed("storing the worker state")
-        _files.write_json(_files.state_to_document(state, self._versions), self.root / STATE_FILE)
+        self._write(state, self._versions)
 
     def drop_staging(self, attempts: Collection[str] | None = None) -> None:
         directory = self.root / _parquet_chunks.STAGING
@@ -356,79 +390,3 @@ def _no_unkeyed_replay(replay: Sequence[stream_pb2.Mutation]) -> None:
         raise ProgrammingError(
             "parquet target: mutations to replay on a chunk, but it holds no unkeyed table"
         )
-
-
-def _state(path: str) -> tuple[WorkerState, dict[str, str]]:
-    state_path = Path(path) / STATE_FILE
-    if not state_path.exists():
-        raise ConfigurationError(f"{path} holds no replicated data yet (no {STATE_FILE})")
-    return _files.state_from_document(json.loads(state_path.read_text()))
-
-
-def applied(path: str, txid: int) -> bool:
-    """Read-your-writes: whether source transaction ``txid``'s effect is in the copy at
-    ``path`` (it is visible in the horizon of the last batch the state file commits)."""
-    state, _ = _state(path)
-    if state.phase != "streaming":
-        return False
-    return is_visible(txid, parse_txid_snapshot(state.applied_horizon))
-
-
-def current_path(path: str, schema: str, table: str) -> str:
-    """The directory holding the committed current rows of ``schema.table``."""
-    _, versions = _state(path)
-    version = versions.get(f"{schema}.{table}")
-    if version is None:
-        raise ConfigurationError(f"{path} holds no current state of {schema!r}.{table!r}")
-    return str(table_directory(Path(path), schema, table) / "current" / version)
-
-
-def change_files(path: str, schema: str, table: str) -> list[str]:
-    """The committed change log files of ``schema.table``, oldest first."""
-    state, _ = _state(path)
-    applied = -1 if state.position is None else state.position.offset
-    directory = table_directory(Path(path), schema, table) / "changes"
-    return [
-        str(file)
-        for file in sorted(directory.glob("*.parquet"))
-        if tables.version_offset(file.stem) <= applied
-    ]
-
-
-def read_current_text(path: str, schema: str, table: str) -> list[tuple[str | None, ...]]:
-    """The current rows of ``schema.table``, every value as PostgreSQL's text (pyarrow, no
-    Spark): exactly what ``COPY ... TO STDOUT`` prints on the source, for comparisons.
-
-    A running worker removes a version's files once a newer one is committed; a read
-    that loses that race reads the newer version instead."""
-    while True:
-        state, versions = _state(path)
-        shape = state.table(schema, table)
-        if shape is None:
-            raise ConfigurationError(f"{path} does not replicate {schema!r}.{table!r}")
-        version = versions.get(f"{schema}.{table}")
-        try:
-            rows = pq.read_table(
-                current_path(path, schema, table), schema=_arrow.table_schema(shape)
-            )
-        except (OSError, pa.ArrowInvalid):
-            if _state(path)[1].get(f"{schema}.{table}") != version:
-                continue  # replaced while we read it: read the committed one
-            raise
-        return [
-            tuple(_parquet_chunks.texts(shape, row)) for row in _parquet_chunks.rows_as_python(rows)
-        ]
-
-
-def read_current(spark: Any, path: str, schema: str, table: str) -> Any:
-    """The current rows of ``schema.table`` as a Spark DataFrame."""
-    return spark.read.parquet(current_path(path, schema, table))
-
-
-def read_changes(spark: Any, path: str, schema: str, table: str) -> Any:
-    """The change log of ``schema.table`` as a Spark DataFrame (None when empty).
-
-    Files written before and after a schema change have different columns:
-    they are read with ``mergeSchema``."""
-    files = change_files(path, schema, table)
-    return spark.read.option("mergeSchema", "true").parquet(*files) if files else None

@@ -246,7 +246,7 @@ class PostgresTarget:
             _pgstate.write(cursor, self._cluster, self._set_name, state)
 
     def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
-        first = plan.batches[0].batch.position.offset if plan.batches else None
+        first = plan.batches[0].batch.offset if plan.batches else None
         doing = f"applying {len(plan.batches)!r} batch(es) from offset {first!r} to the target"
         recopy = {table.identity for table, _ in plan.recopy}
         rows = 0

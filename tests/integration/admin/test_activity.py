@@ -15,7 +15,8 @@ from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.status import StatusBoard
 from pgshovel.sandbox import SandboxConnection
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.position import PartitionCursor, StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState
 from tests.integration.admin._admin import admin, ok
 from tests.integration.capture._capture import SET
@@ -63,7 +64,7 @@ def test_inspect_shows_relay_backlog_and_workers(
     metrics.state = WorkerState(
         "streaming",
         "1:1:",
-        0,
+        StreamPosition.start((0,)),
         tasks=(SnapshotTask("t", "public", "items", "verify", rows=7, estimate=40),),
     )
     board = StatusBoard(lambda: zookeeper, cluster_name, SET, "PostgresTarget", copy=COPY)
@@ -99,7 +100,7 @@ def _batch_committed_at(seconds: float, mutations: int) -> CommittedBatch:
         batch_id=9,
         begin=stream_pb2.Begin(start=stream_pb2.Tick(id=1, timestamp=stamp - 1000)),
         mutations=tuple(stream_pb2.Mutation(id=i, timestamp=stamp) for i in range(mutations)),
-        position=StreamPosition(50, b"p", 1, 1),
+        position=StreamPosition((PartitionCursor(51, b"p", 1, 1),)),
     )
 
 

@@ -8,7 +8,6 @@ the worker committed with its data is the last message of the topic.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -25,6 +24,8 @@ from pgshovel.sandbox import ChildProcess, SandboxConnection
 from pgshovel.source import connect
 from tests.integration.capture._capture import SET
 from tests.integration.relay._relay import queue_drained
+from tests.stored_state import parquet_state as stored_parquet_state
+from tests.stored_state import phase_and_offset, postgres_state
 
 from ._schema import Table
 
@@ -110,34 +111,13 @@ def wait_until(
 
 
 def worker_state(target: str, cluster: str) -> tuple[str, int | None] | None:
-    """(phase, stored offset) of the worker's state row in a PostgreSQL target, None if none."""
-    connection = connect(target, "pgshovel-tests")
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
-            exists = cursor.fetchone()
-            if exists is None or not exists[0]:
-                return None
-            cursor.execute(
-                "SELECT phase, position_offset FROM pgshovel_replication.worker_state "
-                "WHERE cluster = %s AND set_name = %s",
-                (cluster, SET),
-            )
-            row = cursor.fetchone()
-        connection.rollback()
-    finally:
-        connection.close()
-    return None if row is None else (row[0], row[1])
+    """(phase, stored offset) of the worker's state in a PostgreSQL target, None if none."""
+    return phase_and_offset(postgres_state(target, cluster, SET))
 
 
 def parquet_state(path: Path) -> tuple[str, int | None] | None:
-    """(phase, stored offset) from a Parquet target's ``_state.json``, None if none."""
-    try:
-        document = json.loads((path / "_state.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    position = document.get("position")
-    return document["phase"], None if position is None else int(position["offset"])
+    """(phase, stored offset) of the worker's state in a Parquet target, None if none."""
+    return phase_and_offset(stored_parquet_state(path))
 
 
 def count_rows(dsn: str, table: Table) -> int:

@@ -9,7 +9,6 @@ stored stream offset and the number of snapshot tasks, a table's columns
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,9 @@ from psycopg2 import sql
 
 from pgshovel.replication.targets.parquet import read_current_text
 from pgshovel.source import connect
+from pgshovel.stream.state import WorkerState
+from tests.integration.capture._capture import SET
+from tests.stored_state import applied_offset, parquet_state, postgres_state
 
 POSTGRES = "pgshovel.replication.targets.postgresql:PostgresTarget"
 PARQUET = "pgshovel.replication.targets.parquet:ParquetTarget"
@@ -53,40 +55,24 @@ def source_rows(dsn: str, table: str) -> list[tuple[str | None, ...]]:
     return sorted(rows, key=repr)
 
 
+def _progress(state: WorkerState | None) -> tuple[int | None, int]:
+    return applied_offset(state), 0 if state is None else len(state.tasks)
+
+
 def postgres_progress(target: str, cluster: str) -> tuple[int | None, int]:
-    connection = connect(target, "pgshovel-tests")
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL")
-            if not cursor.fetchone()[0]:  # type: ignore[index]
-                return None, 0
-            cursor.execute(
-                "SELECT position_offset, jsonb_array_length(tasks) "
-                "FROM pgshovel_replication.worker_state WHERE cluster = %s",
-                (cluster,),
-            )
-            row = cursor.fetchone()
-        connection.rollback()
-    finally:
-        connection.close()
-    return (None, 0) if row is None else (row[0], int(row[1]))
+    return _progress(postgres_state(target, cluster, SET))
 
 
 def parquet_progress(path: Path) -> tuple[int | None, int]:
-    state = path / "_state.json"
-    if not state.exists():
-        return None, 0
-    document = json.loads(state.read_text())
-    position = document.get("position")
-    return (None if position is None else int(position["offset"])), len(document.get("tasks") or ())
+    return _progress(parquet_state(path))
 
 
 def parquet_columns(path: Path, table: str) -> list[tuple[str, str]]:
-    document = json.loads((path / "_state.json").read_text())
-    for item in document["tables"]:
-        if (item["schema"], item["name"]) == ("public", table):
-            return [(name, sql_type) for name, sql_type, *_ in item["columns"]]
-    raise AssertionError(f"the Parquet target does not hold public.{table}")
+    state = parquet_state(path)
+    shape = None if state is None else state.table("public", table)
+    if shape is None:
+        raise AssertionError(f"the Parquet target does not hold public.{table}")
+    return [(column.name, column.sql_type) for column in shape.columns]
 
 
 @dataclass(frozen=True)

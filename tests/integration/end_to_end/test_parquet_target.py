@@ -10,7 +10,6 @@ the committed mutations the snapshot did not already contain, each once.
 from __future__ import annotations
 
 import io
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape, connect
 from pgshovel.source.copytext import decode_line
 from tests.integration.relay._relay import read_topic, validated
+from tests.stored_state import parquet_state as stored_state
 
 from ._scenario import Processes, Scenario
 from ._schema import MATRIX, ODD, PAIRS, Table
@@ -151,7 +151,8 @@ def test_parquet_current_state_and_change_log_under_concurrent_writes(
     assert relay.stop() == 0, relay.output()[-3000:]
     assert during_snapshot > 0, "the workload should have written while the snapshot loaded"
 
-    document = json.loads((output / "_state.json").read_text())
+    stored = stored_state(output)
+    assert stored is not None
     batches = validated(read_topic(kafka_config, run.topic))
     operations: Counter[str] = Counter()
     for table in TABLES:
@@ -171,7 +172,7 @@ def test_parquet_current_state_and_change_log_under_concurrent_writes(
             for batch in batches
             for mutation in batch.mutations
             if (mutation.schema, mutation.table) == (table.schema, table.name)
-            and not visible(mutation.transaction, document["snapshot"])
+            and not visible(mutation.transaction, stored.snapshot)
         ]
         log = change_log(output, table)
         assert log is not None, f"{shape.qualified}: no change log"

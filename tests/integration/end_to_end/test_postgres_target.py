@@ -205,4 +205,4 @@ def test_kill_9_worker_and_relay_then_restart_converges(
     assert count_rows(target, BULK) == bulk_rows
     log = worker.output()
     assert "previous snapshot load did not finish" in log
-    assert "resuming the stream at offset" in log
+    assert "resuming the stream at position" in log

@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import SET, install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+from tests.stored_state import postgres_state
 
 from ._scenario import Processes
 from ._stack import WorkerProcess, wait_until, worker_state, write_replication_yml
@@ -156,8 +157,8 @@ def test_wait_applied_returns_when_the_row_is_visible_through_a_kill_9(
             with reader.cursor() as cursor:
                 cursor.execute("SELECT pgshovel_replication.wait_applied(%s, '60 s')", (txid,))
                 waited = cursor.fetchone()
-                cursor.execute("SELECT horizon, snapshot FROM pgshovel_replication.worker_state")
-                assert waited == (True,), f"txid {txid}, state {cursor.fetchall()}"
+                stored = postgres_state(target, cluster_name, SET)
+                assert waited == (True,), f"txid {txid}, state {stored}"
                 latencies.append((time.monotonic() - started) * 1000)
                 cursor.execute("SELECT note FROM items WHERE id = %s", (key,))
                 assert cursor.fetchone() == ("probe",), f"probe {key} (txid {txid}) not visible"

@@ -7,25 +7,21 @@ cannot hold BC years, years past 9999 or the ±infinity sentinels.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from pgshovel.replication.targets import _arrow
 from pgshovel.replication.targets._parquet_chunks import texts
-from pgshovel.replication.targets.parquet import STATE_FILE
-from pgshovel.stream.state import shape_from_document
+from tests.stored_state import parquet_state
 
 
 def table_shape(path: str, schema: str, table: str) -> Any:
-    import json
-
-    document = json.loads((Path(path) / STATE_FILE).read_text())
-    for item in document["tables"]:
-        if (item["schema"], item["name"]) == (schema, table):
-            return shape_from_document(item)
-    raise AssertionError(f"{schema}.{table} is not in the Parquet target's state")
+    state = parquet_state(path)
+    shape = None if state is None else state.table(schema, table)
+    if shape is None:
+        raise AssertionError(f"{schema}.{table} is not in the Parquet target's state")
+    return shape
 
 
 def spark_texts(

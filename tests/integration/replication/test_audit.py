@@ -19,9 +19,12 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.source import Column, TableShape, cast_is_exact, connect
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import MicroBatchPlan, plan_micro_batch
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
+from tests._positions import after
+from tests.stored_state import applied_offset, sole_postgres_state
 
 pytestmark = [pytest.mark.integration]
 
@@ -53,7 +56,7 @@ def plan(batch_id: int, mutations: list[stream_pb2.Mutation], complete: bool) ->
         batch_id=batch_id,
         begin=stream_pb2.Begin(),
         mutations=tuple(mutations),
-        position=StreamPosition(batch_id * 10, b"p" * 16, batch_id * 10, 1),
+        position=after(batch_id * 10, sequence=batch_id * 10),
         complete=complete,
     )
     return plan_micro_batch([batch], (TABLE,), (), can_alter_type=cast_is_exact, key_text=key_text)
@@ -78,7 +81,7 @@ AUDIT = (
 def target(make_database: Any) -> Any:
     dsn = make_database("target")
     opened = PostgresTarget(dsn, audit=True)
-    state = WorkerState("snapshot", "10:10:", 0, tables=(TABLE,))
+    state = WorkerState("snapshot", "10:10:", StreamPosition.start((0,)), tables=(TABLE,))
     opened.open("c", "s")
     opened.begin_snapshot(state)
     opened.finish_snapshot(state.replace(phase="streaming"))
@@ -94,7 +97,7 @@ def test_parts_write_audit_rows_in_the_open_transaction_and_abandoned_parts_none
     assert rows(dsn, AUDIT) == [], "parts are not committed"
     opened.abandon()
     opened.apply(plan(1, [insert(1)], complete=False), state, commit=False)
-    committed = state.replace(position=StreamPosition(10, b"p" * 16, 10, 1))
+    committed = state.replace(position=after(10, sequence=10))
     opened.apply(plan(1, [insert(3)], complete=True), committed)
     assert rows(dsn, AUDIT) == [
         (1, 1, "carol", "192.0.2.7", "r1", {"id": "1"}),
@@ -105,13 +108,12 @@ def test_parts_write_audit_rows_in_the_open_transaction_and_abandoned_parts_none
 
 def test_a_provenance_the_table_cannot_hold_fails_the_micro_batch(target: Any) -> None:
     opened, dsn, state = target
-    committed = state.replace(position=StreamPosition(20, b"p" * 16, 20, 1))
+    committed = state.replace(position=after(20, sequence=20))
     with pytest.raises(StreamError, match=r"audit rows .*'public\.notes'.*audit: false"):
         opened.apply(plan(2, [insert(5), insert(6, client_addr="not an address")], True), committed)
     assert rows(dsn, AUDIT) == []
     assert rows(dsn, "SELECT count(*) FROM notes") == [(0,)], "the data rolled back with it"
-    stored = "SELECT position_offset FROM pgshovel_replication.worker_state"
-    assert rows(dsn, stored) == [(None,)]
+    assert applied_offset(sole_postgres_state(dsn)) is None
 
 
 def test_a_worker_starting_takes_no_lock_on_an_existing_audit_table(target: Any) -> None:

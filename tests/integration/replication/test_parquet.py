@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import connect
 from pgshovel.source.copytext import decode_line
 from pgshovel.stream.publisher import Publisher
+from tests.stored_state import applied_offset, parquet_state, phase_and_offset
 
 from ._parquet_read import spark_texts
 from ._process import WorkerProcess, wait_for, write_replication_yml
@@ -58,11 +58,8 @@ def spark_rows(spark: Any, path: str, schema: str, table: str) -> list[tuple[str
 
 
 def stored_offset(path: Path) -> int:
-    state_file = path / "_state.json"
-    if not state_file.exists():
-        return -1
-    position = json.loads(state_file.read_text())["position"]
-    return -1 if position is None else int(position["offset"])
+    offset = applied_offset(parquet_state(path))
+    return -1 if offset is None else offset
 
 
 def test_change_log_and_current_state_survive_kill_and_restart(
@@ -106,10 +103,7 @@ def test_change_log_and_current_state_survive_kill_and_restart(
 
     worker = start()
     wait_for(
-        lambda: (
-            (output / "_state.json").exists()
-            and json.loads((output / "_state.json").read_text())["phase"] == "streaming"
-        ),
+        lambda: (phase_and_offset(parquet_state(output)) or ("", None))[0] == "streaming",
         "the snapshot",
         worker,
     )

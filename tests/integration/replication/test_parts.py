@@ -11,7 +11,6 @@ targets end equal to the source, with nothing of the abandoned attempts left.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from pgshovel.replication.targets.parquet import ParquetTarget, change_files
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import Worker
 from pgshovel.stream.publisher import Publisher
+from tests.stored_state import applied_offset, parquet_state
 
 from ._recording import RecordingSource
 from ._support import (
@@ -43,9 +43,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def parquet_offset(path: Path) -> int:
-    state = path / "_state.json"
-    position = json.loads(state.read_text())["position"] if state.exists() else None
-    return -1 if position is None else int(position["offset"])
+    offset = applied_offset(parquet_state(path))
+    return -1 if offset is None else offset
 
 
 Batch = tuple[Any, Any, Any, list[Any]]

@@ -29,6 +29,7 @@ from pgshovel.replication.worker import Worker
 from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import connect
 from pgshovel.stream.publisher import Publisher
+from tests.stored_state import sole_postgres_state
 
 from ._process import WorkerProcess, wait_for, write_replication_yml
 from ._recording import RecordingSource
@@ -144,9 +145,8 @@ def query_one(dsn: str, statement: str) -> Any:
 
 
 def streaming(dsn: str) -> bool:
-    exists = "SELECT to_regclass('pgshovel_replication.worker_state') IS NOT NULL"
-    phase = "SELECT phase FROM pgshovel_replication.worker_state"
-    return bool(query_one(dsn, exists)) and query_one(dsn, phase) == "streaming"
+    state = sole_postgres_state(dsn)
+    return state is not None and state.phase == "streaming"
 
 
 def committed_by(messages: list[stream_pb2.Message], offset: int) -> set[tuple[int, int]]:

@@ -26,13 +26,12 @@ from pgshovel.stream.publisher import Publisher
 from ._process import WorkerProcess, wait_for, write_replication_yml
 from ._recording import RecordingSource
 from ._support import dump, ensure_topic, execute, publish, set_configuration
-from .test_crash import query_one
+from .test_stream import stored_offset
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
 TABLE = ("public", "counters")
 ROWS = 200
-OFFSET = "SELECT position_offset FROM pgshovel_replication.worker_state"
 
 
 class LivePublisher(threading.Thread):
@@ -112,9 +111,9 @@ def test_sigint_and_sigterm_to_the_process_group_stop_after_a_micro_batch(
     try:
         for signum in (signal.SIGINT, signal.SIGTERM):
             worker = start(f"worker-{signum}.log")
-            before = query_one(target, OFFSET) or -1
+            before = stored_offset(target)
             wait_for(
-                lambda: (query_one(target, OFFSET) or -1) > before + 50,  # noqa: B023
+                lambda: stored_offset(target) > before + 50,  # noqa: B023
                 "the worker to stream",
                 worker,
                 seconds=300,
@@ -134,6 +133,6 @@ def test_sigint_and_sigterm_to_the_process_group_stop_after_a_micro_batch(
     end = live.published - 1
     # The state each stop left is exact: a new worker converges to the source.
     worker = start("worker.log")
-    wait_for(lambda: query_one(target, OFFSET) == end, "the end of the stream", worker, 300)
+    wait_for(lambda: stored_offset(target) == end, "the end of the stream", worker, 300)
     assert worker.stop() == 0
     assert dump(target, *TABLE) == dump(source, *TABLE)

@@ -18,6 +18,7 @@ import pytest
 from pgshovel.errors import DatabaseError
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.source import Column, KeyRange, TableShape, connect
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,9 @@ def target(database: str) -> Iterator[PostgresTarget]:
 
 
 def begin(target: PostgresTarget, table: TableShape) -> WorkerState:
-    state = WorkerState(phase="snapshot", snapshot="1:1:", start_offset=0, tables=(table,))
+    state = WorkerState(
+        phase="snapshot", snapshot="1:1:", position=StreamPosition.start((0,)), tables=(table,)
+    )
     target.begin_snapshot(state)
     return state
 

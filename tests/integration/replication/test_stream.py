@@ -11,9 +11,9 @@ from psycopg2 import sql
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.worker import Worker
-from pgshovel.source import connect
 from pgshovel.stream import codec
 from pgshovel.stream.publisher import Publisher
+from tests.stored_state import applied_offset, sole_postgres_state
 
 from ._recording import RecordingSource
 from ._support import (
@@ -35,12 +35,8 @@ MATRIX = (ODD_SCHEMA, ODD_TABLE)
 
 
 def stored_offset(target: str) -> int:
-    connection = connect(target, "pgshovel-tests")
-    with connection, connection.cursor() as cursor:
-        cursor.execute("SELECT position_offset FROM pgshovel_replication.worker_state")
-        row = cursor.fetchone()
-    connection.close()
-    return -1 if row is None or row[0] is None else int(row[0])
+    offset = applied_offset(sole_postgres_state(target))
+    return -1 if offset is None else offset
 
 
 def until_offset(target: str, offset: int, seconds: float = 60.0) -> Any:

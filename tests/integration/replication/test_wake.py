@@ -16,8 +16,9 @@ from typing import Any
 import psycopg2
 import pytest
 
-from pgshovel.replication.targets import _pgwake
+from pgshovel.replication.targets import _pgstate, _pgwake
 from pgshovel.replication.targets.postgresql import PostgresTarget
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 
 pytestmark = pytest.mark.integration
@@ -30,14 +31,18 @@ BEFORE, AFTER = "900:900:", "1001:1001:"
 
 def applied_state() -> WorkerState:
     """The state a worker stores once the batch holding txid 1000 is applied."""
-    return WorkerState(phase="streaming", snapshot=BEFORE, start_offset=0, horizon=AFTER)
+    return WorkerState(
+        phase="streaming", snapshot=BEFORE, position=StreamPosition.start((0,)), horizon=AFTER
+    )
 
 
 @pytest.fixture
 def target(database: str) -> Iterator[PostgresTarget]:
     opened = PostgresTarget(database)
     opened.open(CLUSTER, SET)
-    opened.store_state(WorkerState(phase="streaming", snapshot=BEFORE, start_offset=0))
+    opened.store_state(
+        WorkerState(phase="streaming", snapshot=BEFORE, position=StreamPosition.start((0,)))
+    )
     yield opened
     opened.close()
 
@@ -120,11 +125,9 @@ def test_without_a_worker_waiters_poll_and_still_see_the_commit(
     assert "Lock/advisory" not in seen, seen
     assert seen.count("Timeout/PgSleep") >= 0.5 * len(seen), seen
     with psycopg2.connect(database) as connection, connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE pgshovel_replication.worker_state SET horizon = %s "
-            "WHERE cluster = %s AND set_name = %s",
-            (AFTER, CLUSTER, SET),
-        )
+        stored = _pgstate.read(cursor, CLUSTER, SET)
+        assert stored is not None
+        _pgstate.write(cursor, CLUSTER, SET, stored.replace(horizon=AFTER))
     connection.close()
     waiter.join(10)
     assert waiter.result is True
@@ -167,7 +170,9 @@ def test_a_session_keeping_the_lock_delays_the_worker_once_then_waiters_poll(
     assert "Lock/advisory" in waits(database, stuck.get_backend_pid(), samples=20)
     with caplog.at_level(logging.WARNING):
         started = time.monotonic()
-        target.store_state(WorkerState(phase="streaming", snapshot=BEFORE, start_offset=0))
+        target.store_state(
+            WorkerState(phase="streaming", snapshot=BEFORE, position=StreamPosition.start((0,)))
+        )
         # The worker went on without it after its lock_timeout.
         assert 0.9 <= time.monotonic() - started < 5
     keeper.join(5)
@@ -176,7 +181,9 @@ def test_a_session_keeping_the_lock_delays_the_worker_once_then_waiters_poll(
     stuck.close()
 
     # The next commit takes it back, and waiters sleep on it again.
-    target.store_state(WorkerState(phase="streaming", snapshot=BEFORE, start_offset=0))
+    target.store_state(
+        WorkerState(phase="streaming", snapshot=BEFORE, position=StreamPosition.start((0,)))
+    )
     waiter = Waiter(database, "20 seconds")
     waiter.start()
     seen = waits(database, waiter.pid, samples=12)

@@ -10,6 +10,7 @@ from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.status import relay_status_document
 from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.status import status_document
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState
 
 NOW = 1_700_000_000.0
@@ -28,7 +29,7 @@ def worker_document() -> dict[str, Any]:
     metrics.state = WorkerState(
         "streaming",
         "10:10:",
-        0,
+        StreamPosition.start((0,)),
         tasks=(SnapshotTask("t1", "public", "orders", "verify", rows=250, estimate=1000),),
     )
     for second in range(0, 600, 1):

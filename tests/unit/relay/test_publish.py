@@ -13,18 +13,19 @@ from typing import Any
 
 import pytest
 
-from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
+from pgshovel.abc import BatchInfo, EventDecoder, Framer, QueueReader, StreamWriter, TickInfo
 from pgshovel.cluster.watch import SetWatch
-from pgshovel.errors import CodecError, MessageTooLarge
+from pgshovel.errors import CodecError, MessageTooLarge, SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration, TableConfiguration
-from pgshovel.relay import events
-from pgshovel.relay import relay as relay_module
+from pgshovel.relay import events, framing
+from pgshovel.relay.framing import MutationFramer, RowFramer
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.relay import BatchPublisher, _tick_message
 from pgshovel.relay.schema import SchemaTracker, TableState, plan_of
 from pgshovel.source import Column
 from pgshovel.stream.publisher import Publisher
+from pgshovel.stream.rows import partition_of, to_mutations
 
 NODE = b"\x01" * 16
 TYPES = {"id": "int8", "placed_at": "timestamptz", "tags": "_text", "total": "numeric"}
@@ -103,11 +104,19 @@ class Queue:
 
 
 class Writer:
-    """A StreamWriter keeping what it was given."""
+    """A StreamWriter keeping what it was given (and each message's partition)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: int = 0) -> None:
         self.stream: list[stream_pb2.Message] = []
+        self.partitions: list[int] = []
         self.flushes = 0
+        #: 0: the MUTATIONS encoding; N: ROWS over N partitions
+        self.rows_partitions = partitions
+
+    def framer(self, decoder: EventDecoder, epoch: int) -> Framer:
+        if self.rows_partitions:
+            return RowFramer(decoder, epoch, self.rows_partitions, 200)
+        return MutationFramer(decoder, epoch)
 
     def bind(self, default_topic: str) -> None:
         pass
@@ -116,8 +125,11 @@ class Writer:
     def bytes_sent(self) -> int:
         return sum(message.ByteSize() for message in self.stream)
 
-    def push(self, messages: Sequence[stream_pb2.Message]) -> None:
+    def push(
+        self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+    ) -> None:
         self.stream.extend(stream_pb2.Message.FromString(m.SerializeToString()) for m in messages)
+        self.partitions.extend([0] * len(messages) if partitions is None else partitions)
 
     def flush(self) -> None:
         self.flushes += 1
@@ -198,7 +210,7 @@ def test_mutations_are_counted_per_table_once_the_batch_is_finished() -> None:
 def test_a_row_failing_to_decode_after_a_push_is_rolled_back_without_a_gap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(relay_module, "PUSH_CHUNK", 2)
+    monkeypatch.setattr(framing, "PUSH_CHUNK", 2)
     writer = Writer()
     bad = Queue([[_row(1), _row(2)], [_row(3), _row(4, total="1,5")]])
     publisher = _publisher(bad, writer, Catalog())
@@ -221,16 +233,18 @@ def test_a_message_too_large_rolls_back_or_abandons_the_batch(
 ) -> None:
     """Refused before the push reached the set topic: a Rollback at the next sequence. Refused
     after it was sent (the producer dropped the rest): a new publisher identity."""
-    monkeypatch.setattr(relay_module, "PUSH_CHUNK", 2)
+    monkeypatch.setattr(framing, "PUSH_CHUNK", 2)
 
     class Refusing(Writer):
         refuse = True
 
-        def push(self, messages: Sequence[stream_pb2.Message]) -> None:
+        def push(
+            self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+        ) -> None:
             if self.refuse and any(m.operation.mutation.id == 3 for m in messages):
                 self.refuse = False
                 raise MessageTooLarge("too large", dropped=dropped)
-            super().push(messages)
+            super().push(messages, partitions)
 
     writer = Refusing()
     queue = Queue([[_row(1), _row(2)], [_row(3), _row(4)]])
@@ -316,3 +330,93 @@ def test_a_batch_holding_events_written_before_its_start_tick_clears_the_lag() -
     assert metrics.lag_seconds() == 0.0
     # its lag counts from the start tick (it committed after it), not from its older event
     assert 10.0 <= metrics.batch_lag_seconds < 20.0
+
+
+def _by_partition(writer: Writer) -> dict[int, list[stream_pb2.Message]]:
+    found: dict[int, list[stream_pb2.Message]] = {}
+    for message, partition in zip(writer.stream, writer.partitions, strict=True):
+        found.setdefault(partition, []).append(message)
+    return found
+
+
+def test_rows_frame_every_batch_in_every_partition_with_its_counts() -> None:
+    chunks = [[_row(n) for n in range(1, 30)], [_row(n) for n in range(30, 41)]]
+    decoder = Catalog()
+    writer = Writer(partitions=3)
+    assert _publisher(Queue(chunks), writer, decoder).publish(_batch(7)) == 40
+    streams = _by_partition(writer)
+    assert sorted(streams) == [0, 1, 2]
+    read: dict[int, stream_pb2.Mutation] = {}
+    for partition, messages in streams.items():
+        kinds = [m.operation.WhichOneof("operation") for m in messages]
+        assert kinds[0] == "begin" and kinds[-1] == "commit"
+        assert set(kinds[1:-1]) == {"rows"}
+        assert [m.header.sequence for m in messages] == list(range(len(messages)))
+        begin = messages[0].operation.begin
+        assert (begin.encoding, begin.partition, begin.partitions) == (
+            stream_pb2.Begin.ROWS,
+            partition,
+            3,
+        )
+        rows = [mutation for m in messages[1:-1] for mutation in to_mutations(m.operation.rows)]
+        commit = messages[-1].operation.commit
+        assert (commit.mutations, commit.batch_mutations) == (len(rows), 40)
+        for mutation in rows:
+            key = (str(mutation.new.columns[0].value.int64),)
+            assert partition_of("public", "orders", key, 3) == partition
+            read[mutation.id] = mutation
+    assert len({m.header.publisher for m in writer.stream}) == 1
+    expected = [decoder.decode(row) for chunk in chunks for row in chunk]  # type: ignore[arg-type]
+    assert [read[number] for number in sorted(read)] == expected
+
+
+def test_every_push_holds_whole_rounds_a_run_of_events_over_all_partitions() -> None:
+    class Pushes(Writer):
+        def __init__(self) -> None:
+            super().__init__(partitions=2)
+            self.pushes: list[list[int]] = []
+
+        def push(
+            self, messages: Sequence[stream_pb2.Message], partitions: Sequence[int] | None = None
+        ) -> None:
+            self.pushes.append(
+                [
+                    mutation.id
+                    for m in messages
+                    if m.operation.WhichOneof("operation") == "rows"
+                    for mutation in to_mutations(m.operation.rows)
+                ]
+            )
+            super().push(messages, partitions)
+
+    chunks = [[_row(n) for n in range(1, 20)], [_row(n) for n in range(20, 60)]]
+    writer = Pushes()
+    _publisher(Queue(chunks), writer, Catalog()).publish(_batch(7))
+    runs = [sorted(ids) for ids in writer.pushes if ids]
+    assert len(runs) > 1
+    assert [number for run in runs for number in run] == list(range(1, 60))
+    rows = [m for m in writer.stream if m.operation.WhichOneof("operation") == "rows"]
+    assert len(rows) > 2 * len(runs) - 1  # several rounds of a message per partition
+
+
+def test_a_row_failing_after_a_push_rolls_back_every_partition_without_a_gap() -> None:
+    writer = Writer(partitions=2)
+    lacking = list(_row(40))
+    lacking[4] = json.dumps(
+        [None, {"id": "40", "tags": "{}", "placed_at": "2024-01-01 00:00:00+00"}]
+    )
+    bad = Queue([[_row(n) for n in range(1, 40)], [tuple(lacking)]])
+    publisher = _publisher(bad, writer, Catalog())
+    # The ROWS encoding carries values as text (the worker's COPY reads them); a row that
+    # does not fit its table's shape is still refused by the relay.
+    with pytest.raises(SchemaError, match="lacks column 'total'"):
+        publisher.publish(_batch(7))
+    assert bad.finished == []
+    publisher.queue = Queue([[_row(41)]])
+    publisher.publish(_batch(7))
+    for messages in _by_partition(writer).values():
+        kinds = [m.operation.WhichOneof("operation") for m in messages]
+        assert "rollback" in kinds
+        after = kinds[kinds.index("rollback") + 1 :]
+        assert after[0] == "begin" and after[-1] == "commit"
+        assert [m.header.sequence for m in messages] == list(range(len(messages)))

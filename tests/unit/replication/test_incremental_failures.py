@@ -12,6 +12,7 @@ from pgshovel.errors import DatabaseError, DatabaseUnavailable
 from pgshovel.replication.flights import Flight
 from pgshovel.replication.incremental import IncrementalSnapshots, attempt_prefix, new_task
 from pgshovel.source import Chunk, Column, KeyRange, StagedChunk, TableShape
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState
 
 ITEMS = TableShape("public", "items", (Column("id", "integer", "int4", True, 1),), ("id",))
@@ -49,7 +50,9 @@ def setup(origin: str) -> tuple[IncrementalSnapshots, RecordingTarget, WorkerSta
     )
     task: SnapshotTask = new_task(ITEMS, "verify", origin=origin).plan(RANGES, 200)
     other = new_task(ITEMS, "verify", origin="request-2").plan(RANGES, 200)
-    state = WorkerState("streaming", "1:1:", 0, tables=(ITEMS,), tasks=(task, other))
+    state = WorkerState(
+        "streaming", "1:1:", StreamPosition.start((0,)), tables=(ITEMS,), tasks=(task, other)
+    )
     for index in range(2):
         attempt = f"{attempt_prefix('c', 's')}{task.id}.{index}.abcdef"
         chunk = Chunk(attempt, "q", KeyRange(ITEMS, index, *RANGES[index]), cluster="c")

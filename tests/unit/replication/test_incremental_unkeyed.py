@@ -9,8 +9,9 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.replication.flights import Flight
 from pgshovel.replication.incremental import IncrementalSnapshots, attempt_prefix
 from pgshovel.source import Chunk, Column, KeyRange, StagedChunk, TableShape
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import MicroBatchPlan, plan_micro_batch
+from tests._positions import after
 
 JOURNAL = TableShape("public", "journal", (Column("n", "integer", "int4", False, 1),), ())
 ITEMS = TableShape("public", "items", (Column("id", "integer", "int4", True, 1),), ("id",))
@@ -37,7 +38,7 @@ def batch(*items: stream_pb2.Mutation | str) -> CommittedBatch:
         batch_id=1,
         begin=stream_pb2.Begin(),
         mutations=mutations,
-        position=StreamPosition(0, b"p" * 16, 0, 1),
+        position=after(0),
         markers=tuple(markers),
     )
 

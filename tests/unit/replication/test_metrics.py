@@ -6,8 +6,10 @@ from pgshovel.metrics import exposition
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.metrics import WorkerMetrics, oldest_change_seconds
 from pgshovel.replication.status import status_document
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState
+from tests._positions import after
 
 LABELS = 'cluster="main",set="orders"'
 TASK = 'cluster="main",purpose="backfill",set="orders",table="public.big"'
@@ -23,7 +25,7 @@ def batch(start: float, mutation_times: list[float], offset: int = 7) -> Committ
         batch_id=1,
         begin=begin,
         mutations=mutations,
-        position=StreamPosition(offset, b"p", 1, 1),
+        position=after(offset, b"p", 1),
     )
 
 
@@ -40,7 +42,7 @@ def test_the_oldest_change_is_bounded_by_the_start_tick_and_the_event_time() -> 
 
 def test_a_micro_batch_without_mutations_shows_no_lag() -> None:
     metrics = WorkerMetrics(batch_lag_seconds=0.2)
-    state = WorkerState("streaming", "1:1:", 0)
+    state = WorkerState("streaming", "1:1:", StreamPosition.start((0,)))
     metrics.read([batch(940.0, [])])  # an idle tick's batch, its start tick a minute old
     assert metrics.lag_seconds(now=1000.0) == 0.0
     assert metrics.applied(1, 0, 0, state) == 0.0
@@ -49,7 +51,7 @@ def test_a_micro_batch_without_mutations_shows_no_lag() -> None:
 
 def test_apply_lag_grows_until_the_target_commits() -> None:
     metrics = WorkerMetrics()
-    state = WorkerState("streaming", "1:1:", 0)
+    state = WorkerState("streaming", "1:1:", StreamPosition.start((0,)))
     metrics.read([batch(990.0, [995.0])])
     assert metrics.lag_seconds(now=1000.0) == 5.0
     # the target fails; the retry reads the same changes again: still from 995
@@ -73,7 +75,7 @@ def test_series_show_snapshot_progress_per_table() -> None:
     metrics.state = WorkerState(
         "streaming",
         "1:1:",
-        0,
+        StreamPosition.start((0,)),
         tasks=(
             SnapshotTask(
                 "a",
@@ -111,7 +113,7 @@ def test_series_show_snapshot_progress_per_table() -> None:
 
 def test_the_status_says_what_is_being_applied_and_since_when() -> None:
     metrics = WorkerMetrics(streaming=True)
-    state = WorkerState("streaming", "1:1:", 0)
+    state = WorkerState("streaming", "1:1:", StreamPosition.start((0,)))
     assert status_document(metrics, "PostgresTarget", 100.0)["applying"] is None
     metrics.read([batch(990.0, [995.0, 996.0])])
     applying = status_document(metrics, "PostgresTarget", 100.0, "postgresql:h:5432/db")
@@ -137,7 +139,7 @@ def test_copies_are_named_by_their_target() -> None:
 
 def test_the_target_labels_every_series_and_tables_count_applied_mutations() -> None:
     metrics = WorkerMetrics(streaming=True)
-    state = WorkerState("streaming", "1:1:", 0)
+    state = WorkerState("streaming", "1:1:", StreamPosition.start((0,)))
     read = batch(990.0, [995.0, 996.0])
     metrics.read([read])
     assert not metrics.tables, "read, not applied"

@@ -14,6 +14,7 @@ from pgshovel._numbers import rate, rows_of_estimate
 from pgshovel.replication.incremental import IncrementalSnapshots, new_task
 from pgshovel.replication.progress import format_progress
 from pgshovel.source import Column, TableShape
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 
 ITEMS = TableShape("public", "items", (Column("id", "integer", "int4", True),), ("id",))
@@ -46,7 +47,9 @@ def test_a_repair_rate_counts_from_its_first_range(
     try:
         monkeypatch.setattr(snapshots._pool, "submit", lambda *args: Future[Any]())
         repair = new_task(ITEMS, "repair", origin="request-1").plan(((None, None),), 1000)
-        state = WorkerState("streaming", "1:1:", 0, tables=(ITEMS,), tasks=(repair,))
+        state = WorkerState(
+            "streaming", "1:1:", StreamPosition.start((0,)), tables=(ITEMS,), tasks=(repair,)
+        )
         snapshots._launch(state)  # the range starts
         time.sleep(0.3)  # reading it takes a while
         with caplog.at_level(logging.INFO, logger="pgshovel.replication.incremental"):

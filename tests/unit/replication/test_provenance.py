@@ -14,8 +14,9 @@ from pgshovel.replication.provenance import FIELDS, stamp_of
 from pgshovel.replication.targets import _parquet_tables
 from pgshovel.replication.targets._pgaudit import COLUMNS, audit_rows
 from pgshovel.source import Column, TableShape, cast_is_exact
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import Entry, plan_micro_batch
+from tests._positions import after
 
 ID = Column("id", "integer", "int4", True, 1)
 SUB = Column("sub", "text", "text", True, 2)
@@ -79,7 +80,7 @@ def batch(*mutations: stream_pb2.Mutation, batch_id: int = 5) -> CommittedBatch:
         batch_id=batch_id,
         begin=stream_pb2.Begin(),
         mutations=mutations,
-        position=StreamPosition(3, b"p" * 16, 0, 1),
+        position=after(3),
     )
 
 

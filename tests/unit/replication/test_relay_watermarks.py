@@ -9,8 +9,9 @@ from pgshovel.relay.table_topics import relay_attempt_prefix
 from pgshovel.replication.flights import Flight
 from pgshovel.replication.incremental import IncrementalSnapshots, attempt_prefix
 from pgshovel.source import Chunk, Column, KeyRange, StagedChunk, TableShape
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import BatchChanges, MicroBatchPlan
+from tests._positions import after
 
 ITEMS = TableShape("public", "items", (Column("id", "integer", "int4", True),), ("id",))
 
@@ -21,7 +22,7 @@ def plan_with(*marks: str, keys: set[tuple[str | None, ...]] | None = None) -> M
         batch_id=1,
         begin=stream_pb2.Begin(),
         mutations=(),
-        position=StreamPosition(0, b"p" * 16, 0, 1),
+        position=after(0),
     )
     changes = BatchChanges(
         batch,

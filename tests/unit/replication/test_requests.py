@@ -5,6 +5,7 @@ from __future__ import annotations
 from pgshovel.replication.incremental import new_task
 from pgshovel.replication.requests import follow_ups
 from pgshovel.source import Column, TableShape
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import SnapshotTask, WorkerState, from_document, to_document
 
 TABLE = TableShape("public", "t", (Column("id", "integer", "int4", True, 1),), ("id",))
@@ -50,7 +51,7 @@ def test_nothing_follows_a_verify_without_repair_a_clean_verify_or_a_vanished_ta
 
 def test_the_repair_flag_survives_the_stored_state() -> None:
     task = verify(True, ())
-    state = WorkerState("streaming", "1:1:", 0, tasks=(task,))
+    state = WorkerState("streaming", "1:1:", StreamPosition.start((0,)), tasks=(task,))
     assert from_document(to_document(state)).tasks == (task,)
     older = to_document(state)
     del older["tasks"][0]["repair"]  # a state stored before the flag existed

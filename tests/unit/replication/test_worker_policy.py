@@ -12,6 +12,7 @@ from pgshovel.errors import SchemaError
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
 from pgshovel.replication.worker import Worker
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.state import WorkerState
 
 
@@ -41,7 +42,7 @@ def failing_once(error: Exception, result: WorkerState) -> Callable[..., Any]:
     return run
 
 
-STATE = WorkerState("streaming", "10:10:", 5)
+STATE = WorkerState("streaming", "10:10:", StreamPosition.start((5,)))
 
 
 def test_a_data_error_ends_the_worker_by_default() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.jsonlines import json_lines
+from tests._positions import after
 
 
 def _batch(*mutations: stream_pb2.Mutation) -> CommittedBatch:
@@ -15,7 +16,7 @@ def _batch(*mutations: stream_pb2.Mutation) -> CommittedBatch:
         batch_id=3,
         begin=stream_pb2.Begin(),
         mutations=mutations,
-        position=StreamPosition(offset=9, publisher=b"p", sequence=1, epoch=1),
+        position=after(9, publisher=b"p", sequence=1),
     )
 
 

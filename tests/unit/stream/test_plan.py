@@ -9,9 +9,10 @@ import pytest
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.source import Column, TableShape, cast_is_exact
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import SchemaStep, Segment, join_parts, plan_micro_batch
 from pgshovel.stream.shapes import shape_to_proto
+from tests._positions import after
 
 ID = Column("id", "integer", "int4", True, 1)
 A = Column("a", "integer", "int4", False, 2)
@@ -47,7 +48,7 @@ def batch(*items: Any) -> CommittedBatch:
         batch_id=1,
         begin=stream_pb2.Begin(),
         mutations=tuple(mutations),
-        position=StreamPosition(0, b"p" * 16, 0, 1),
+        position=after(0),
         markers=tuple(markers),
     )
 

@@ -11,9 +11,11 @@ import pytest
 
 from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream.batches import CommittedBatch, StreamPosition
+from pgshovel.stream.batches import CommittedBatch
+from pgshovel.stream.position import StreamPosition
 from pgshovel.stream.publisher import Publisher
 from pgshovel.stream.validation import State, StreamValidator
+from tests._positions import after, last_offset
 
 NODE = uuid.UUID(int=0xA).bytes
 OTHER_NODE = uuid.UUID(int=0xC).bytes
@@ -207,8 +209,8 @@ def test_committed_batch_carries_begin_and_commit_position() -> None:
     last = batches[-1]
     assert last.node == OTHER_NODE
     assert last.begin.start == tick(7)
-    assert last.position == StreamPosition(
-        offset=106,
+    assert last.position == after(
+        106,
         publisher=a.id,
         sequence=6,
         epoch=4,
@@ -335,7 +337,7 @@ class TestResume:
 
     def test_continuation_emits_only_what_follows(self) -> None:
         _, messages, position = self.stream()
-        assert position.offset == 2
+        assert last_offset(position) == 2
         validator, batches = run(messages[3:], position, first_offset=3)
         assert summary(batches) == [(2, [20]), (3, [30])]
         assert validator.state is State.IDLE

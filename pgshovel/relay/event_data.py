@@ -1,0 +1,83 @@
+"""What a captured PgQ event's data holds: its rows and its provenance (see sql/capture.sql).
+
+The capture trigger writes ``ev_data`` as a JSON array ``[old, new]`` or ``[old,
+new, provenance]``: each row null or an object mapping column names to their
+PostgreSQL text (or null), the provenance the trigger's object or, on a
+statement trigger's later events, ``PREVIOUS_PROVENANCE``. Both encodings of the
+stream read events through these functions. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pgshovel.errors import CodecError
+
+__all__ = ["PREVIOUS_PROVENANCE", "parse_rows", "provenance_fields"]
+
+_NO_ROWS = (None, None, None)
+#: A statement trigger's events after its first carry this instead of the provenance
+#: object: "the provenance of this transaction's previous event" (sql/capture.sql).
+PREVIOUS_PROVENANCE = 1
+
+
+def parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
+    """``(old, new, provenance)`` of an event's data: each row None or a column-to-text
+    mapping, provenance None, the trigger's object (see ``provenance_fields``) or
+    ``PREVIOUS_PROVENANCE``."""
+    if not data:
+        return _NO_ROWS
+    try:
+        rows = orjson.loads(data)
+    except ValueError as error:
+        raise CodecError(
+            f"event {event_id} has data that is not JSON ({error}); "
+            "was it written by a pgshovel capture trigger?"
+        ) from error
+    if type(rows) is not list or not 2 <= len(rows) <= 3:
+        raise CodecError(f"event {event_id}: expected [old, new], got {data!r}")
+    if len(rows) == 2:
+        old, new = rows
+        provenance = None
+    else:
+        old, new, provenance = rows
+        if type(provenance) is not dict and not (
+            type(provenance) is int and provenance == PREVIOUS_PROVENANCE
+        ):
+            raise CodecError(
+                f"event {event_id}: expected [old, new, provenance] with provenance an object "
+                f"or {PREVIOUS_PROVENANCE}, got {data!r}"
+            )
+    if not (old is None or type(old) is dict) or not (new is None or type(new) is dict):
+        raise CodecError(f"event {event_id}: expected [old, new] as objects or nulls, got {data!r}")
+    return old, new, provenance
+
+
+#: The provenance object's keys (sql/capture.sql), in Provenance field order, and the JSON
+#: types each may hold besides null.
+_PROVENANCE_KEYS = (("u", str), ("s", str), ("a", str), ("c", str), ("q", int), ("n", str))
+_INT64 = 1 << 63
+
+
+def provenance_fields(event_id: int, provenance: dict[str, Any]) -> tuple[Any, ...]:
+    """The Provenance fields of the trigger's provenance object, a key left out as "" or 0
+    (``"u"`` left out: the same as ``"s"``): ``(current_user, session_user,
+    application_name, client_addr, query_id, annotation)``."""
+    fields: list[Any] = []
+    for key, kind in _PROVENANCE_KEYS:
+        value: Any = provenance.get(key)
+        if value is None:
+            fields.append(kind())
+        elif type(value) is not kind or (isinstance(value, int) and not -_INT64 <= value < _INT64):
+            raise CodecError(
+                f"event {event_id}: provenance {key!r} is {value!r}, expected "
+                f"{'an int64' if kind is int else 'a string'} or null; "
+                "was it written by a pgshovel capture trigger?"
+            )
+        else:
+            fields.append(value)
+    if "u" not in provenance:
+        fields[0] = fields[1]
+    return tuple(fields)

@@ -1,0 +1,254 @@
+"""Framing a PgQ batch into the set topic's messages: the MUTATIONS and the ROWS encodings.
+
+A framer turns a batch's events into messages and keeps the publisher
+identity (uuid, epoch, sequence numbers) across batches. ``begin`` opens a
+batch, ``add`` frames a chunk of events, ``commit`` closes it; ``take``
+returns what was framed since the last ``take`` — the messages and the set
+topic partition of each — for the relay to push; ``roll_back`` settles what
+Kafka holds after a failure (see ``pgshovel.stream.publisher``): a Rollback
+where the writer still works, else a new publisher identity.
+
+``MutationFramer``: one message per event, in event order, on partition 0
+(the second wave's stream). ``RowFramer``: row changes many to a
+``MutationBatch`` message (``pgshovel.stream.rows``), every batch framed in
+every partition of the set topic — Begin, rows, schema changes and
+watermarks, Commit with the partition's and the batch's counts — with
+sequence numbers per partition. Row messages are cut in *rounds*: whenever one
+partition's message is full, or a schema change or watermark comes, every
+partition's pending rows are framed, so a ``take`` holds, for each partition,
+the rows of the same run of events (the table topics rely on this to see the
+changes in event order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pgshovel.abc import EventDecoder, EventRow
+from pgshovel.protocol import stream_pb2
+from pgshovel.stream.publisher import Publisher
+from pgshovel.stream.rows import RowsBuilder
+
+__all__ = ["MutationFramer", "RowFramer"]
+
+SCHEMA_EVENT, WATERMARK_EVENT = "S", "W"
+#: MUTATIONS: messages framed before the relay pushes them (bounds memory; one fetch of
+#: ``PgqQueue.fetch_size`` rows at a time)
+PUSH_CHUNK = 5_000
+ROWS = stream_pb2.Begin.ROWS
+
+
+class MutationFramer:
+    """The MUTATIONS encoding: one message per event, partition 0."""
+
+    def __init__(self, decoder: EventDecoder, epoch: int) -> None:
+        self.decoder = decoder
+        self.epoch = epoch
+        self.publisher = Publisher(epoch=epoch)
+        self._messages: list[stream_pb2.Message] = []
+        self._batch = stream_pb2.BatchIdentifier()
+        self._taken_any = False
+        self._given_before = False
+        self._frame: Any = None
+
+    @property
+    def ready(self) -> bool:
+        return len(self._messages) >= PUSH_CHUNK
+
+    def begin(
+        self,
+        batch: stream_pb2.BatchIdentifier,
+        start: stream_pb2.Tick,
+        end: stream_pb2.Tick,
+        set_version: str,
+    ) -> None:
+        self._batch = batch
+        self._taken_any = False
+        self._frame = self.publisher.framer(batch)
+        self._messages = [self.publisher.begin(batch, start, end, set_version)]
+
+    def add(self, events: Sequence[EventRow]) -> None:
+        encode_mutation = self.decoder.encode_mutation
+        decode_into = self.decoder.decode_into
+        stamp = self.publisher.stamp
+        frame = self._frame
+        new_message = stream_pb2.Message
+        append = self._messages.append
+        for row in events:
+            message = new_message()
+            mutation = encode_mutation(row)
+            if mutation is None:
+                decode_into(row, message)
+                stamp(self._batch, message)
+            else:
+                message.MergeFromString(frame(mutation))
+            append(message)
+
+    def commit(self) -> None:
+        self._messages.append(self.publisher.commit(self._batch))
+
+    def take(self) -> tuple[list[stream_pb2.Message], list[int]]:
+        messages, self._messages = self._messages, []
+        self._given_before = self._taken_any
+        self._taken_any = self._taken_any or bool(messages)
+        return messages, [0] * len(messages)
+
+    def restore(self, messages: list[stream_pb2.Message], partitions: list[int]) -> None:
+        self._messages = messages + self._messages
+        self._taken_any = self._given_before
+
+    def roll_back(self, certain: bool) -> tuple[list[stream_pb2.Message], list[int]]:
+        if not certain:
+            self.publisher = Publisher(epoch=self.epoch)
+            self._messages = []
+            return [], []
+        publisher = self.publisher
+        unpushed = self._messages[0].header.sequence if self._messages else publisher.next_sequence
+        self._messages = []
+        publisher.rewind(unpushed)
+        if not self._taken_any:
+            return [], []
+        return [publisher.rollback(self._batch)], [0]
+
+
+class RowFramer:
+    """The ROWS encoding over ``partitions`` partitions (see the module documentation)."""
+
+    def __init__(
+        self, decoder: EventDecoder, epoch: int, partitions: int, max_message_bytes: int
+    ) -> None:
+        self.decoder = decoder
+        self.epoch = epoch
+        self.partitions = partitions
+        self.max_message_bytes = max_message_bytes
+        self.encoder = decoder.row_encoder(partitions)
+        self.publishers = self._identity()
+        self._builders = [RowsBuilder() for _ in range(partitions)]
+        self._counts = [0] * partitions
+        self._messages: list[stream_pb2.Message] = []
+        self._partitions: list[int] = []
+        self._batch = stream_pb2.BatchIdentifier()
+        self._taken = [False] * partitions
+        self._given_before = [False] * partitions
+
+    def _identity(self) -> list[Publisher]:
+        first = Publisher(epoch=self.epoch)
+        return [first] + [
+            Publisher(epoch=self.epoch, publisher=first.id) for _ in range(self.partitions - 1)
+        ]
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._messages)
+
+    def _append(self, partition: int, message: stream_pb2.Message) -> None:
+        self._messages.append(message)
+        self._partitions.append(partition)
+
+    def begin(
+        self,
+        batch: stream_pb2.BatchIdentifier,
+        start: stream_pb2.Tick,
+        end: stream_pb2.Tick,
+        set_version: str,
+    ) -> None:
+        self._batch = batch
+        self._counts = [0] * self.partitions
+        self._taken = [False] * self.partitions
+        self._builders = [RowsBuilder() for _ in range(self.partitions)]
+        for partition, publisher in enumerate(self.publishers):
+            message = publisher.begin(batch, start, end, set_version)
+            opened = message.operation.begin
+            opened.encoding = ROWS
+            opened.partition = partition
+            opened.partitions = self.partitions
+            self._append(partition, message)
+
+    def add(self, events: Sequence[EventRow]) -> None:
+        builders = self._builders
+        counts = self._counts
+        encode = self.encoder.encode
+        limit = self.max_message_bytes
+        for row in events:
+            kind = row[3]
+            if kind == SCHEMA_EVENT or kind == WATERMARK_EVENT:
+                self._round()
+                marker = stream_pb2.Message()
+                self.decoder.decode_into(row, marker)
+                for partition, publisher in enumerate(self.publishers):
+                    message = stream_pb2.Message()
+                    message.CopyFrom(marker)
+                    self._append(partition, publisher.stamp(self._batch, message))
+                continue
+            change = encode(row)
+            size = len(change.old or b"") + len(change.new or b"") + 64
+            if any(
+                builders[partition].count and builders[partition].size + size > limit
+                for partition in change.partitions
+            ):
+                # A message holds what fits; a row larger than the limit travels alone.
+                self._round()
+            full = False
+            for partition in change.partitions:
+                builder = builders[partition]
+                builder.add_change(change)
+                counts[partition] += 1
+                full = full or builder.size >= limit
+            if full:
+                self._round()
+
+    def _round(self) -> None:
+        """Frame every partition's pending rows (a round: the same run of events in each)."""
+        for partition, builder in enumerate(self._builders):
+            payload = builder.take()
+            if payload is None:
+                continue
+            message = stream_pb2.Message()
+            message.operation.rows.MergeFromString(payload)
+            self._append(partition, self.publishers[partition].stamp(self._batch, message))
+
+    def commit(self) -> None:
+        self._round()
+        total = sum(self._counts)
+        for partition, publisher in enumerate(self.publishers):
+            message = publisher.commit(self._batch)
+            message.operation.commit.mutations = self._counts[partition]
+            message.operation.commit.batch_mutations = total
+            self._append(partition, message)
+
+    def take(self) -> tuple[list[stream_pb2.Message], list[int]]:
+        messages, partitions = self._messages, self._partitions
+        self._messages, self._partitions = [], []
+        self._given_before = list(self._taken)
+        for partition in partitions:
+            self._taken[partition] = True
+        return messages, partitions
+
+    def restore(self, messages: list[stream_pb2.Message], partitions: list[int]) -> None:
+        self._messages = messages + self._messages
+        self._partitions = partitions + self._partitions
+        self._taken = self._given_before
+
+    def roll_back(self, certain: bool) -> tuple[list[stream_pb2.Message], list[int]]:
+        if not certain:
+            self.publishers = self._identity()
+            self._messages, self._partitions = [], []
+            return [], []
+        rollbacks: list[stream_pb2.Message] = []
+        where: list[int] = []
+        for partition, publisher in enumerate(self.publishers):
+            unpushed = next(
+                (
+                    message.header.sequence
+                    for message, target in zip(self._messages, self._partitions, strict=True)
+                    if target == partition
+                ),
+                publisher.next_sequence,
+            )
+            publisher.rewind(unpushed)
+            if self._taken[partition]:
+                rollbacks.append(publisher.rollback(self._batch))
+                where.append(partition)
+        self._messages, self._partitions = [], []
+        return rollbacks, where

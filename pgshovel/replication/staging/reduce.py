@@ -1,0 +1,144 @@
+"""What one staging task keeps of its row changes: the net effect per key, ordered, as COPY text.
+
+A task reads a run of ROWS messages of one partition (``pgshovel.stream.rows``)
+and keeps, per table, each key's last row change with its place in the
+micro-batch — ``(ordinal, event id)``: the batch's position among the
+micro-batch's batches and the PgQ event id, which orders the changes of a
+batch — and whether it deleted the key. Tasks of the same micro-batch may hold
+the same key (runs of one partition cut at batch boundaries, or a change that
+moved a row across partitions): the commit takes each key's change with the
+greatest place, so the cut does not matter. A TRUNCATE forgets what came
+before it in the task and is reported with its place, so the commit also drops
+what other tasks staged before it. Unkeyed tables keep every row change as a
+signed row (+1 written, -1 removed): the commit applies their sum per row as a
+multiset difference. Rows stay COPY text lines throughout: nothing is typed.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from pgshovel.errors import StreamError
+from pgshovel.protocol import stream_pb2
+from pgshovel.source import TableShape
+
+__all__ = ["Place", "StagedTable", "reduce_messages", "shape_matches"]
+
+#: A change's place in the micro-batch: (batch ordinal, PgQ event id).
+Place = tuple[int, int]
+
+_INSERT = stream_pb2.Mutation.INSERT
+_UPDATE = stream_pb2.Mutation.UPDATE
+_DELETE = stream_pb2.Mutation.DELETE
+_TRUNCATE = stream_pb2.Mutation.TRUNCATE
+_NULL = "\\N"
+_OPERATIONS = frozenset({_INSERT, _UPDATE, _DELETE, _TRUNCATE})
+
+
+@dataclass
+class StagedTable:
+    """One table's net effect in one task."""
+
+    shape: TableShape
+    #: keyed tables: key fields -> (place, deleted, line); a deleted key's line holds only
+    #: its key fields
+    rows: dict[tuple[str, ...], tuple[Place, bool, str]] = field(default_factory=dict)
+    #: unkeyed tables: (place, +1 or -1, line) in stream order
+    signed: list[tuple[Place, int, str]] = field(default_factory=list)
+    #: the place of the last TRUNCATE the task read, if any
+    truncated: Place | None = None
+    #: row changes read
+    changes: int = 0
+
+    def deleted_line(self, key: tuple[str, ...]) -> str:
+        fields = [_NULL] * len(self.shape.columns)
+        for position, text in zip(self.shape.key_positions, key, strict=True):
+            fields[position] = text
+        return "\t".join(fields)
+
+
+def shape_matches(entry: stream_pb2.TableShape, shape: TableShape) -> bool:
+    """Whether rows written in ``entry``'s shape are rows of ``shape`` (columns and their
+    type names in the same order, the same key)."""
+    return (
+        len(entry.columns) == len(shape.columns)
+        and all(
+            column.name == known.name and column.type_name == known.type_name
+            for column, known in zip(entry.columns, shape.columns, strict=True)
+        )
+        and tuple(entry.key) == shape.key
+    )
+
+
+def _table_of(
+    entry: stream_pb2.RowTable,
+    shapes: Mapping[tuple[str, str], TableShape],
+    staged: dict[tuple[str, str], StagedTable],
+) -> StagedTable:
+    identity = (entry.shape.schema, entry.shape.name)
+    table = staged.get(identity)
+    if table is not None:
+        return table
+    shape = shapes.get(identity)
+    if shape is None or not shape_matches(entry.shape, shape):
+        raise StreamError(
+            f"rows of {identity[0]!r}.{identity[1]!r} arrive in a shape "
+            f"({[column.name for column in entry.shape.columns]!r}, key {list(entry.shape.key)!r}) "
+            "that is not the copy's at this point of the stream "
+            f"({None if shape is None else list(shape.column_names)!r}); the worker's state "
+            "does not match its stream: reload the target"
+        )
+    table = staged[identity] = StagedTable(shape)
+    return table
+
+
+def reduce_messages(
+    messages: Iterable[tuple[int, stream_pb2.MutationBatch]],
+    shapes: Mapping[tuple[str, str], TableShape],
+) -> dict[tuple[str, str], StagedTable]:
+    """Fold ``(batch ordinal, message)`` pairs, in stream order, into each table's net
+    effect; ``shapes`` are the copy's tables as of the micro-batch's start."""
+    staged: dict[tuple[str, str], StagedTable] = {}
+    for ordinal, message in messages:
+        tables = [_table_of(entry, shapes, staged) for entry in message.tables]
+        for change in message.changes:
+            table = tables[change.table]
+            table.changes += 1
+            place = (ordinal, change.id)
+            operation = change.operation
+            if operation not in _OPERATIONS:
+                raise StreamError(
+                    f"row change {change.id!r} of {table.shape.qualified!r} has no valid "
+                    f"operation ({operation!r}); the stream was not written by a pgshovel relay"
+                )
+            if operation == _TRUNCATE:
+                table.truncated = place
+                table.rows.clear()
+                table.signed.clear()
+                continue
+            positions = table.shape.key_positions
+            if not positions:
+                if operation != _INSERT:
+                    table.signed.append((place, -1, change.old.decode()))
+                if operation != _DELETE:
+                    table.signed.append((place, 1, change.new.decode()))
+                continue
+            rows = table.rows
+            if operation != _INSERT:
+                old = change.old.decode().split("\t")
+                old_key = tuple([old[position] for position in positions])
+            if operation != _DELETE:
+                line = change.new.decode()
+                fields = line.split("\t")
+                key = tuple([fields[position] for position in positions])
+                if operation == _UPDATE and old_key != key:
+                    rows.pop(old_key, None)
+                    rows[old_key] = (place, True, "")
+                rows.pop(key, None)
+                rows[key] = (place, False, line)
+            else:
+                rows.pop(old_key, None)
+                rows[old_key] = (place, True, "")
+    return staged
