@@ -124,3 +124,17 @@ def test_a_failed_staging_job_is_a_data_error_or_transient() -> None:
     assert "executor lost" in str(lost)
     broker = task_failure(Exception("...\npgshovel.errors.BrokerUnavailable: no message of x\n"))
     assert isinstance(broker, TransientError) and "no message of x" in str(broker)
+
+
+def test_mutations_per_table_are_counted_without_decoding_a_batch() -> None:
+    from collections import Counter
+
+    from pgshovel.replication.metrics import table_counts
+
+    joined = _batches(4)[0]
+    single = _batches(1)[0]
+    counted = table_counts(joined.mutations), table_counts(single.mutations)
+    assert joined.mutations._merged is None and single.mutations._decoded is None
+    expected = Counter((m.schema, m.table) for m in tuple(single.mutations))
+    assert counted == (expected, expected)
+    assert table_counts(tuple(single.mutations)) == expected
