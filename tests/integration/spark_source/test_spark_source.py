@@ -182,7 +182,7 @@ def test_a_killed_pipeline_resumes_from_its_checkpoint_with_whole_transactions(
         _execute(database, "INSERT INTO items SELECT g, g, 'x' FROM generate_series(900, 909) g")
         _execute(database, "TRUNCATE items")
         thread = threading.Thread(
-            target=lambda: workload.append(run_workload(database, 2, 80, seed=26, pause=0.03))
+            target=lambda: workload.append(run_workload(database, 2, 50, seed=26, pause=0.03))
         )
         thread.start()
         pipelines.append(ChildProcess("pipeline", arguments, tmp_path / "pipeline-1.log"))
