@@ -102,6 +102,8 @@ class CommittedBatch:
     markers: tuple[Marker, ...] = ()
     #: False for a part of a batch whose Commit is still to come
     complete: bool = True
+    #: the batch's Commit (its counts); None for a part
+    commit: stream_pb2.Commit | None = None
 
     @property
     def offset(self) -> int:

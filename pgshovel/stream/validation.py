@@ -386,7 +386,7 @@ class StreamValidator:
                 message,
             )
         self._committed[self._batch_node] = self._batch_id
-        batch = self._batch(begin, offset, complete=True)
+        batch = self._batch(begin, offset, complete=True, commit=commit)
         self.statistics.batches_committed += 1
         self._discard(committed=True)
         return batch
@@ -437,7 +437,13 @@ class StreamValidator:
         """The mutations the open batch holds (since its last part)."""
         return len(self._mutations) + self._held_rows
 
-    def _batch(self, begin: stream_pb2.Begin, offset: int, complete: bool) -> CommittedBatch:
+    def _batch(
+        self,
+        begin: stream_pb2.Begin,
+        offset: int,
+        complete: bool,
+        commit: stream_pb2.Commit | None = None,
+    ) -> CommittedBatch:
         """The open batch's mutations and markers held so far, positioned after ``offset`` (the
         current publisher's last message)."""
         return CommittedBatch(
@@ -452,6 +458,7 @@ class StreamValidator:
             markers=tuple(self._markers),
             position=self._position(offset),
             complete=complete,
+            commit=commit,
         )
 
     def _position(self, offset: int) -> StreamPosition:
