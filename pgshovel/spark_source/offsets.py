@@ -56,6 +56,8 @@ class StreamRange:
     #: the start offset's position document restricted to this partition (validator state)
     start: dict[str, Any]
     end_offset: int
+    #: how many partitions the topic has (a task yields a change read in several once)
+    partitions: int = 1
 
     @property
     def start_offset(self) -> int:
@@ -82,6 +84,7 @@ class StreamRange:
             partition=int(document["partition"]),
             start=dict(document["start"]),
             end_offset=int(document["end_offset"]),
+            partitions=int(document["partitions"]),
         )
 
     def start_position(self) -> StreamPosition:
@@ -122,6 +125,7 @@ def plan_ranges(
                 partition=number,
                 start=_alone(first, start.committed).to_document(),
                 end_offset=last.next_offset,
+                partitions=len(start.partitions),
             )
         )
     return ranges

@@ -12,8 +12,11 @@ INSERT and UPDATE, of the old row for DELETE, null for TRUNCATE and unkeyed
 tables; ``old`` and ``new`` are the whole rows before and after as typed JSON
 objects (``pgshovel.stream.typed_json``: exact integers, numeric as a string,
 ISO 8601 temporals, json embedded, bytea base64), null where the operation has
-none. Schema changes and watermarks are not rows: a new column appears in the
-JSON of the rows that have it.
+none. ``partition`` is the set topic partition the row was read from. With one
+partition ``ordinal`` orders a batch; with several, order a batch by
+``event_id`` (``ordinal`` counts within the partition). Schema changes and
+watermarks are not rows: a new column appears in the JSON of the rows that
+have it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import datetime
 from collections.abc import Iterator
 from typing import Any
 
+from pgshovel.errors import StreamError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream.batches import CommittedBatch
+from pgshovel.spark_source.ownership import owners
+from pgshovel.stream.batches import CommittedBatch, RowMutations
 from pgshovel.stream.operations import OPERATION_NAMES
 from pgshovel.stream.typed_json import dumps, key_object, row_object
 
@@ -43,6 +48,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("key", "STRING"),
     ("old", "STRING"),
     ("new", "STRING"),
+    ("partition", "INT"),
 )
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -67,7 +73,7 @@ def _key(mutation: stream_pb2.Mutation) -> str | None:
 
 
 def mutation_record(
-    batch: CommittedBatch, ordinal: int, mutation: stream_pb2.Mutation
+    batch: CommittedBatch, ordinal: int, mutation: stream_pb2.Mutation, partition: int = 0
 ) -> tuple[Any, ...]:
     """One mutation as a row of ``COLUMNS``."""
     return (
@@ -83,10 +89,33 @@ def mutation_record(
         _key(mutation),
         _row(mutation.old),
         _row(mutation.new),
+        partition,
     )
 
 
-def batch_records(batch: CommittedBatch) -> Iterator[tuple[Any, ...]]:
-    """Every mutation of a committed batch as a row, in commit order."""
-    for ordinal, mutation in enumerate(batch.mutations):
-        yield mutation_record(batch, ordinal, mutation)
+def batch_records(
+    batch: CommittedBatch, partition: int = 0, partitions: int = 1
+) -> Iterator[tuple[Any, ...]]:
+    """The mutations of a batch committed in ``partition`` of ``partitions`` as rows, in
+    commit order: those this partition's task yields (``pgshovel.spark_source.ownership``)."""
+    mutations = batch.mutations
+    if partitions <= 1:
+        for ordinal, mutation in enumerate(mutations):
+            yield mutation_record(batch, ordinal, mutation)
+        return
+    if not isinstance(mutations, RowMutations):
+        if not mutations:
+            return
+        raise StreamError(
+            f"batch {batch.batch_id!r} of a topic with {partitions!r} partitions carries one "
+            "message per mutation; a partitioned set topic carries row changes (encoding: "
+            "rows): the relay's configuration does not match the topic"
+        )
+    keep = [
+        owner == partition
+        for message in mutations.messages
+        for owner in owners(message.rows, partitions)
+    ]
+    for ordinal, (mutation, kept) in enumerate(zip(mutations, keep, strict=True)):
+        if kept:
+            yield mutation_record(batch, ordinal, mutation, partition)

@@ -95,6 +95,7 @@ def test_a_bounded_read_returns_exactly_the_committed_mutations(
         sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
     )
     try:
+
         def drained() -> None:
             # Each step in batches of its own: the read from a position below has some after it.
             wait_for(lambda: queue_drained(database, cluster_name), 120, "the relay to drain")

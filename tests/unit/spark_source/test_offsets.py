@@ -77,7 +77,7 @@ def test_the_frontier_stands_only_after_commits() -> None:
     messages = list(enumerate(_stream()))
     for cut in range(len(messages) + 1):
         frontier = Frontier(StreamPosition.start((0,)))
-        frontier.add(messages[:cut])
+        frontier.add((0, o, m) for o, m in messages[:cut])
         boundary, _ = frontier.cut()
         commits = [
             offset
@@ -90,7 +90,7 @@ def test_the_frontier_stands_only_after_commits() -> None:
 def test_a_budget_ends_the_cut_at_the_first_batch_end_past_it_and_resumes_there() -> None:
     messages = list(enumerate(_stream()))
     frontier = Frontier(StreamPosition.start((0,)))
-    frontier.add(messages)
+    frontier.add((0, o, m) for o, m in messages)
     first, used = frontier.cut(1)
     assert (first.partitions[0].next_offset, used) == (4, 2)
     second, used = frontier.cut(1)
@@ -104,7 +104,7 @@ def test_a_budget_ends_the_cut_at_the_first_batch_end_past_it_and_resumes_there(
 def test_a_range_between_two_offsets_validates_to_exactly_the_batches_in_it() -> None:
     messages = list(enumerate(_stream()))
     frontier = Frontier(StreamPosition.start((0,)))
-    frontier.add(messages)
+    frontier.add((0, o, m) for o, m in messages)
     start, _ = frontier.cut(1)
     end, _ = frontier.cut(None)
     # The offsets survive Spark's JSON round trip.
