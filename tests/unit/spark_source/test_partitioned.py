@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from pgshovel.spark_source.frontier import Frontier
 from pgshovel.spark_source.offsets import plan_ranges
@@ -25,7 +26,7 @@ def test_the_tasks_of_a_micro_batch_yield_the_joined_stream_each_change_once() -
     assert end == joined[-1].position
     ranges = plan_ranges(first, end, "c.s", "k:1")
     assert [task.partition for task in ranges] == [0, 1, 2, 3]
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for task in ranges:
         validator = StreamValidator(task.start_position())
         mine = [
