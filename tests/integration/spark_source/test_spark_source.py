@@ -20,11 +20,16 @@ from typing import Any
 
 import psycopg2
 import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
 
+from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import ChildProcess, SandboxConnection
 from pgshovel.spark_source import register
 from pgshovel.spark_source.offsets import offset_document
-from pgshovel.spark_source.records import batch_records
+from pgshovel.spark_source.records import batch_records, mutation_record
+from pgshovel.stream.partitions import PartitionJoin
+from pgshovel.stream.position import StreamPosition
 from tests.integration.relay._relay import (
     RelayProcess,
     queue_drained,
@@ -34,6 +39,7 @@ from tests.integration.relay._relay import (
     wait_for,
     write_relay_yml,
 )
+from tests.integration.relay._table_topics import create_topic
 from tests.integration.relay.test_relay import prepare, run_workload, source_rows
 
 pytestmark = [pytest.mark.integration]
@@ -79,6 +85,13 @@ def _comparable(row: Any) -> tuple[Any, ...]:
     values = list(row)
     values[8] = round(values[8].timestamp(), 6)  # Spark hands back local naive datetimes
     return tuple(values)
+
+
+def _joined(row: Any) -> tuple[Any, ...]:
+    """What a partitioned read is compared on: not ``ordinal`` and ``partition`` (per
+    partition), the batch and event id first (a batch's order across partitions)."""
+    values = _comparable(row)
+    return (values[1], values[3], *values[:1], *values[4:12])
 
 
 def test_a_bounded_read_returns_exactly_the_committed_mutations(
@@ -225,3 +238,71 @@ def test_a_killed_pipeline_resumes_from_its_checkpoint_with_whole_transactions(
             seen[transaction] = batch
             assert count == stream[transaction], (transaction, batch)
     assert set(seen) == set(stream)
+
+
+def _all_partitions(
+    kafka_config: dict[str, str], topic: str, partitions: int
+) -> list[tuple[int, int, stream_pb2.Message]]:
+    """Every message of every partition, as a plain consumer reads them."""
+    consumer = Consumer({**kafka_config, "group.id": "pgshovel-test"})
+    records: list[tuple[int, int, stream_pb2.Message]] = []
+    try:
+        for partition in range(partitions):
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=30, cached=False
+            )
+            consumer.assign([TopicPartition(topic, partition, 0)])
+            while high and (not records or records[-1][:2] != (partition, high - 1)):
+                record = consumer.poll(1.0)
+                if record is None or record.error() is not None:
+                    continue
+                message = stream_pb2.Message.FromString(record.value() or b"")
+                records.append((partition, int(record.offset() or 0), message))
+    finally:
+        consumer.close()
+    return records
+
+
+def test_a_partitioned_topic_yields_each_change_once(
+    sandbox: SandboxConnection,
+    database: str,
+    zookeeper: object,
+    cluster_name: str,
+    kafka_config: dict[str, str],
+    spark: Any,
+    tmp_path: Path,
+) -> None:
+    prepare(database, zookeeper, cluster_name)
+    topic = topic_of(cluster_name)
+    create_topic(sandbox, topic, partitions=2)
+    config = write_relay_yml(tmp_path, sandbox)
+    document = yaml.safe_load(config.read_text())
+    document["writer"]["configuration"]["partitions"] = 2
+    config.write_text(yaml.safe_dump(document))
+    relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
+    try:
+        _execute(database, "INSERT INTO items SELECT g, g, 'n' FROM generate_series(1, 40) g")
+        # Keys move: many of them to the other partition (written to both, yielded once).
+        _execute(database, "UPDATE items SET id = id + 1000 WHERE id <= 20")
+        _execute(database, "DELETE FROM items WHERE id > 30 AND id < 1000")
+        _execute(database, "TRUNCATE items", "INSERT INTO items VALUES (7, 7, 'last')")
+        wait_for(lambda: queue_drained(database, cluster_name), 120, "the relay to drain")
+    finally:
+        assert relay.stop() == 0, relay.output()
+    records = _all_partitions(kafka_config, topic, 2)
+    batches = list(PartitionJoin(StreamPosition.start((0, 0))).validate(records))
+    written = sum(
+        message.operation.rows.count
+        for _partition, _offset, message in records
+        if message.operation.WhichOneof("operation") == "rows"
+    )
+    expected = sorted(
+        _joined(mutation_record(batch, 0, mutation))
+        for batch in batches
+        for mutation in batch.mutations
+    )
+    assert written > len(expected) == 40 + 20 + 10 + 1 + 1  # some changes travel twice
+
+    rows = _source_reader(spark, kafka_config, topic).load().collect()
+    assert sorted(_joined(row) for row in rows) == expected
+    assert {row["partition"] for row in rows} == {0, 1}
