@@ -76,6 +76,7 @@ def main(bootstrap: str, properties: str, topic: str, checkpoint: str, target: s
             cursor.execute(
                 "INSERT INTO spark_batches VALUES (%s, %s)", (batch, json.dumps(transactions))
             )
+        print(f"applied micro-batch {batch}: {len(rows)} mutations", file=sys.stderr, flush=True)
 
     reader = (
         spark.readStream.format("pgshovel")

@@ -191,35 +191,40 @@ def test_a_killed_pipeline_resumes_from_its_checkpoint_with_whole_transactions(
         target,
     ]
     pipelines: list[ChildProcess] = []
+    stop = threading.Event()
     workload: list[dict[str, int]] = []
+
+    def write() -> None:  # short rounds until stopped: the stream keeps flowing
+        for seed in range(1000):
+            workload.append(run_workload(database, 2, 5, seed=seed, pause=0.05))
+            if stop.is_set():
+                return
+
+    def progress() -> str:
+        return f"{_spark_batches(target)}\n{pipelines[-1].log_tail()}"
+
+    thread = threading.Thread(target=write)
     try:
         _execute(database, "INSERT INTO items SELECT g, g, 'x' FROM generate_series(900, 909) g")
         _execute(database, "TRUNCATE items")
-        thread = threading.Thread(
-            target=lambda: workload.append(run_workload(database, 2, 50, seed=26, pause=0.03))
-        )
         thread.start()
         pipelines.append(ChildProcess("pipeline", arguments, tmp_path / "pipeline-1.log"))
-        wait_for(
-            lambda: _with_mutations(target) >= 2,
-            300,
-            "the pipeline's first micro-batches",
-            pipelines[0].log_tail,
-        )
+        wait_for(lambda: _with_mutations(target) >= 2, 300, "micro-batches", progress)
         pipelines[0].kill()  # kill -9 of the driver, its JVM and its Python workers
+        applied = _with_mutations(target)
         pipelines.append(ChildProcess("pipeline", arguments, tmp_path / "pipeline-2.log"))
-        thread.join(300)
-        assert workload and workload[0]["committed"] > 0
+        wait_for(lambda: _with_mutations(target) > applied, 300, "the restart", progress)
+        stop.set()
+        thread.join(120)
+        assert sum(counts["committed"] for counts in workload) > 0
         _execute(database, "UPDATE items SET id = id + 100000 WHERE id IN (1, 2, 1001)")
         wait_for(lambda: queue_drained(database, cluster_name), 120, "the relay to drain")
         expected = source_rows(database)
-        wait_for(
-            lambda: source_rows(target) == expected,
-            300,
-            "the pipeline to catch up with the source",
-            pipelines[1].log_tail,
-        )
+        wait_for(lambda: source_rows(target) == expected, 300, "the pipeline", progress)
     finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(120)
         for pipeline in pipelines:
             pipeline.ensure_stopped()
         assert relay.stop() == 0, relay.output()
