@@ -82,7 +82,7 @@ def main(bootstrap: str, properties: str, topic: str, checkpoint: str, target: s
         spark.readStream.format("pgshovel")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
-        .option("maxMutationsPerTrigger", "40")
+        .option("maxMutationsPerTrigger", "300")
     )
     for key, value in json.loads(properties).items():
         reader = reader.option(f"kafka.{key}", value)
