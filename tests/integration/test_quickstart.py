@@ -84,23 +84,33 @@ def test_the_quick_start_replicates_an_insert(
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     (tmp_path / "example").symlink_to(ROOT / "example")
-    process = subprocess.Popen(
-        ["bash", "-c", runnable(quickstart_block())],
-        cwd=tmp_path,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    output, errors = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    # Files, not pipes: the background relay and worker hold the script's output open.
+    with output.open("w") as out, errors.open("w") as err:
+        process = subprocess.Popen(
+            ["bash", "-c", runnable(quickstart_block())],
+            cwd=tmp_path,
+            env=environment,
+            stdout=out,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=600)
+        finally:
+            _stop_group(process)
+    stdout = output.read_text()
+    logs = "\n".join(
+        f"--- {path.name}:\n{path.read_text()[-4000:]}"
+        for path in (errors, tmp_path / "relay.log", tmp_path / "worker.log")
+        if path.exists()
     )
-    try:
-        stdout, stderr = process.communicate(timeout=600)
-    finally:
-        _stop_group(process)
-    assert process.returncode == 0, f"stdout:\n{stdout}\nstderr:\n{stderr[-6000:]}"
-    # psql's table, then set tail's JSON line of the INSERT
-    assert "hello" in stdout.split("(1 row)", 1)[0], stdout
-    assert '"INSERT"' in stdout and '"hello"' in stdout.split("(1 row)", 1)[1], stdout
+    assert process.returncode == 0, f"stdout:\n{stdout}\n{logs}"
+    # psql's table, then set tail's JSON lines: the table's shape, the INSERT
+    table, tail = stdout.split("(1 row)", 1)
+    assert "hello" in table, stdout
+    assert '"INSERT"' in tail and '"hello"' in tail, stdout
     connection = psycopg2.connect(target)
     try:
         with connection.cursor() as cursor:
