@@ -56,10 +56,11 @@ def fold(topic: str, idle: float, first: float, group: str) -> dict[bytes, Any]:
                 continue
             last, wait = time.monotonic(), idle
             key = message.key() or b""
-            if message.value() is None:  # tombstone: the row is gone
+            value = message.value()
+            if value is None:  # tombstone: the row is gone
                 table.pop(key, None)
             else:  # format: json -> the row; debezium -> its ["after"]
-                table[key] = json.loads(message.value())
+                table[key] = json.loads(value)
     finally:
         consumer.close()
     return table
