@@ -18,6 +18,9 @@ PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 BENCH       ?= full
 PYTEST_ARGS ?=
+# The suite runs on this many pytest-xdist workers, each with a sandbox of its own
+# (a test file stays on one worker); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 SPARK_WORKERS ?= 0
 
 .PHONY: help setup apt ext kafka venv proto docs test test-unit lint demo bench sandbox-up sandbox-down clean
@@ -78,8 +81,8 @@ pgshovel/protocol/%_pb2.py: proto/pgshovel/protocol/%.proto
 docs: venv ## regenerate docs/cli.md, the command reference, from every command's --help
 	$(BIN)/python -m pgshovel._clidoc > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 
-test: setup ## run the whole test suite (unit and integration, real services)
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: setup ## run the whole test suite (unit and integration, real services; TEST_WORKERS=2)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup ## run the unit tests only (no services)
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
