@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 SPARK_WORKERS ?= 0
 
-.PHONY: help setup apt ext kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
+.PHONY: help setup apt ext kafka venv proto docs test test-unit lint demo bench sandbox-up sandbox-down clean
 
 help: ## show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -76,6 +76,10 @@ proto: $(PROTO_OUT) ## regenerate the protobuf modules from proto/ (needs protoc
 
 pgshovel/protocol/%_pb2.py: proto/pgshovel/protocol/%.proto
 	protoc -Iproto --python_out=. --pyi_out=. $<
+
+# docs/cli.md is committed; tests/unit/test_clidoc.py checks it is what the commands print now.
+docs: venv ## regenerate docs/cli.md, the command reference, from every command's --help
+	$(BIN)/python -m pgshovel._clidoc > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 
 test: setup ## run the whole test suite (unit and integration, real services; TEST_WORKERS=2)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

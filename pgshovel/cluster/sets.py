@@ -64,8 +64,8 @@ class DatabaseEntry(Settings):
 
 
 class PackingEntry(Settings):
-    """``packing:``: how capture packs a transaction's changes into queue rows (README "Packed
-    events"); a key left out takes its default."""
+    """``packing:``: how capture packs a transaction's changes into queue rows (docs/internals.md,
+    "Packed events"); a key left out takes its default."""
 
     #: changes per queue row at most; 1 writes a row per change (no packing)
     rows: Annotated[int, Field(ge=1, le=PACKING_MAX_ROWS)] = PACKING_ROWS
@@ -78,7 +78,7 @@ class SetFile(Settings):
 
     database: DatabaseEntry
     allow_unkeyed: bool = False
-    #: every table's default for ``provenance`` (README "Provenance")
+    #: every table's default for ``provenance`` (docs/provenance.md)
     provenance: bool = False
     #: unset: the defaults, and the set's version stays what it was before packing existed
     packing: PackingEntry | None = None

@@ -32,8 +32,8 @@ class Block(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, Block())
 import pgshovel.admin.cli, pgshovel.relay.cli, pgshovel.replication.cli, pgshovel.sandbox.cli
-from tests import readme_cli
-readme_cli.render()  # every command's --help
+from pgshovel import _clidoc
+_clidoc.render()  # every command's --help
 print(json.dumps(ATTEMPTS))
 """
 
@@ -48,7 +48,7 @@ def test_no_command_line_imports_the_spark_extra() -> None:
 
 def test_the_blocker_would_notice_an_import() -> None:
     # The same child, asked to import the worker's snapshot loader (which needs pyspark).
-    child = CHILD.replace("readme_cli.render()", "import pgshovel.replication.loaders")
+    child = CHILD.replace("_clidoc.render()", "import pgshovel.replication.loaders")
     result = subprocess.run(
         [sys.executable, "-c", child], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
