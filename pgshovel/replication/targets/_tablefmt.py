@@ -1,0 +1,450 @@
+"""What the Delta Lake and Iceberg targets share: the worker's contracts over the tables library.
+
+A micro-batch (with the parts of a batch too large to hold whole) is folded
+into one net effect per touched table (``_tablefmt_effects``), written ahead
+with the worker state after it (``_tablefmt_log``), then committed through the
+library's intent log (``tables.commit_micro_batch``): the intent, then one
+commit per table carrying the micro-batch's counter and the stream position
+(Delta application transaction and commit metadata, Iceberg snapshot summary),
+then the worker state. On start, ``tables.recover`` compares the latest intent
+with the counter each table's own log holds: a table a crash left behind gets
+the written-ahead net effect of that same micro-batch, a table that holds it
+is skipped, so nothing is applied twice or lost. The initial snapshot is
+written by the loader's Spark tasks as Parquet files (``SnapshotWriter``) and
+committed once per table. Incremental snapshot chunks (backfill of an added
+table, re-snapshot) merge a range as one more micro-batch of one table;
+``set verify`` and a re-snapshot with ``--where`` are refused with the remedy.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
+from pgshovel.errors import ConfigurationError, ProgrammingError, RecoveryNeeded, SchemaError
+from pgshovel.protocol import stream_pb2
+from pgshovel.replication.tables import _intents
+from pgshovel.replication.tables._delta import CommitResult, table_path
+from pgshovel.replication.tables._effect import CHANGE_FIELDS, DELETED, NetEffect, effect_schema
+from pgshovel.replication.tables._evolution import plan as plan_evolution
+from pgshovel.replication.tables._snapshot import SnapshotWriter, WrittenFile
+from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
+from pgshovel.replication.targets._parquet_tables import is_in_keys
+from pgshovel.replication.targets._tablefmt_effects import EffectBuilder, refuse_unkeyed
+from pgshovel.replication.targets._tablefmt_log import (
+    Pending,
+    PendingTable,
+    TargetFiles,
+    write_durably,
+)
+from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape, copytext
+from pgshovel.stream.plan import MicroBatchPlan, Segment
+from pgshovel.stream.state import WorkerState
+
+__all__ = ["TableFormatTarget", "TableSnapshotSink"]
+
+logger = logging.getLogger(__name__)
+
+Identity = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class TableSnapshotSink:
+    """Writes each snapshot range as Parquet files into its table's data directory and lists
+    them in a manifest per range (pickles into Spark tasks; a retried range's manifest names
+    the files of the attempt that finished last, the other attempt's files stay orphans)."""
+
+    root: str
+    suffix: str
+    manifests: str
+
+    def load_range(self, key_range: KeyRange, copy_out: CopyOut) -> int:
+        shape = key_range.table
+        directory = table_path(self.root, shape.schema, shape.name) + self.suffix
+        written = SnapshotWriter(shape, directory).load_range(key_range, copy_out)
+        manifest = Path(table_path(self.manifests, shape.schema, shape.name))
+        document = json.dumps([asdict(file) for file in written]).encode("utf-8")
+        write_durably(manifest / f"{key_range.index:06d}.json", document)
+        return sum(file.rows for file in written)
+
+
+@dataclass(frozen=True)
+class TableChunkSink:
+    """Stages incremental snapshot chunks as Parquet files (as the Parquet target does)."""
+
+    path: str
+    kind: str
+
+    def stage_rows(
+        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
+    ) -> int:
+        if selected:
+            raise ConfigurationError(
+                f"table {table.qualified!r}: the {self.kind} target cannot re-snapshot with "
+                "--where; re-snapshot the whole table ('pgshovel-admin set resnapshot' without "
+                "--where)"
+            )
+        data = io.BytesIO()
+        copy_out(data)
+        rows = [copytext.decode_line(line) for line in data.getvalue().decode().splitlines()]
+        target = _parquet_chunks.staged_rows_path(Path(self.path), attempt)
+        _files.write_parquet(_arrow.text_rows_to_arrow(table, rows), target)
+        return len(rows)
+
+    def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
+        _parquet_chunks.write_sums(Path(self.path), attempt, checksums)
+
+
+class _Committer:
+    """The ``TableFormat`` the library's ``commit_micro_batch`` commits through: each table's
+    written-ahead part, with its shape change."""
+
+    def __init__(self, target: TableFormatTarget, pending: Pending) -> None:
+        self.target = target
+        self.pending = pending
+
+    def counter(self, shape: TableShape) -> int | None:
+        return self.target.counter(shape)
+
+    def commit(self, effect: NetEffect, record: Any) -> CommitResult:
+        table = self.pending.tables[effect.shape.identity]
+        evolution = None
+        if table.before is not None and table.before != table.shape:
+            evolution = plan_evolution(table.before, table.shape, table.defaults)
+            if not evolution.changed:
+                evolution = None
+            else:
+                for line in evolution.describe():
+                    logger.info("%s", line)
+        if not self.target.tables.exists(table.shape):
+            self.target.tables.create(table.shape)
+        result: CommitResult = self.target.tables.commit(effect, record, evolution, table.defaults)
+        return result
+
+
+def _net_effect(table: PendingTable) -> NetEffect:
+    return NetEffect(
+        table.shape,
+        table.rows.cast(effect_schema(table.shape)),
+        table.truncate,
+        table.truncate_txid,
+        table.truncate_time,
+    )
+
+
+class TableFormatTarget:
+    """The shared part of ``DeltaTarget`` and ``IcebergTarget`` (see the module docstring)."""
+
+    kind: ClassVar[str] = ""
+    #: where a table's snapshot files go, below its table path
+    snapshot_suffix: ClassVar[str] = ""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tables: Any = None
+        self._files: TargetFiles | None = None
+        self._log: _intents.IntentLog | None = None
+        self._lock: IO[str] | None = None
+        self._counter = 0
+        self._state: WorkerState | None = None
+        self._builder: EffectBuilder | None = None
+
+    # -- what each format provides ----------------------------------------------------
+
+    def _make_tables(self, app_id: str) -> Any:
+        raise NotImplementedError
+
+    def _reset_table(self, shape: TableShape) -> None:
+        """Drop the table's copy if it exists and create it empty."""
+        raise NotImplementedError
+
+    def _commit_snapshot(
+        self, shape: TableShape, files: Sequence[WrittenFile], record: Any
+    ) -> None:
+        raise NotImplementedError
+
+    def counter(self, shape: TableShape) -> int | None:
+        counter: int | None = self.tables.counter(shape)
+        return counter
+
+    # -- opening and recovery ---------------------------------------------------------
+
+    @property
+    def files(self) -> TargetFiles:
+        if self._files is None:
+            raise ProgrammingError(f"{self.kind} target used before open")
+        return self._files
+
+    @property
+    def log(self) -> _intents.IntentLog:
+        if self._log is None:
+            raise ProgrammingError(f"{self.kind} target used before open")
+        return self._log
+
+    def open(self, cluster: str, set_name: str) -> WorkerState | None:
+        self._files = TargetFiles(self.root, cluster, set_name)
+        self.files.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = _files.lock_directory(self.files.directory)
+        self.tables = self._make_tables(f"pgshovel:{cluster}:{set_name}")
+        self._log = _intents.IntentLog(self.files.intents)
+        stored = self.files.read_state()
+        if stored is None:
+            self._counter, self._state = 0, None
+            return None
+        self._counter, self._state = stored
+        if self._state.phase == "streaming":
+            self._state = self._recover(self._counter, self._state)
+        return self._state
+
+    def _existing(self, shapes: Collection[TableShape]) -> list[TableShape]:
+        return [shape for shape in shapes if self.tables.exists(shape)]
+
+    def _recover(self, counter: int, state: WorkerState) -> WorkerState:
+        latest = self.log.latest()
+        if latest is None or latest.counter <= counter:
+            _intents.recover(self.tables, self.log, self._existing(state.tables))  # refuses tables ahead
+            self.files.drop_pending()
+            return state
+        pending = self.files.read_pending(latest.counter)
+        if pending is None:
+            raise RecoveryNeeded(
+                f"{self.kind} target {self.root}: micro-batch {latest.counter} was recorded but "
+                f"its written-ahead effects are missing from {self.files.directory}; reload the "
+                "target from a fresh snapshot (remove its stored state and start the worker again)"
+            )
+        shapes = {shape.identity: shape for shape in pending.state.tables}
+        shapes.update({identity: table.shape for identity, table in pending.tables.items()})
+        recovery = _intents.recover(self.tables, self.log, self._existing(shapes.values()))
+        committer = _Committer(self, pending)
+        for identity in recovery.behind:
+            committer.commit(_net_effect(pending.tables[identity]), latest.record)
+        if recovery.position != json.dumps(pending.state.position.to_document(), sort_keys=True):
+            raise ProgrammingError(
+                f"{self.kind} target: micro-batch {latest.counter} ends at {recovery.position} but "
+                "its written-ahead state names another position"
+            )
+        self.files.write_state(latest.counter, pending.state)
+        self.files.drop_pending()
+        self._counter = latest.counter
+        logger.info(
+            "%s target: micro-batch %d completed after a restart (%d tables re-committed)",
+            self.kind,
+            latest.counter,
+            len(recovery.behind),
+        )
+        return pending.state
+
+    # -- micro-batches ----------------------------------------------------------------
+
+    def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
+        if self._builder is None:
+            self._builder = EffectBuilder(self.kind)
+        self._builder.add(plan)
+        rows = sum(
+            len(run.entries)
+            for step in plan.steps
+            if isinstance(step, Segment)
+            for run in step.runs
+        )
+        if not commit:
+            return rows
+        builder, self._builder = self._builder, None
+        tables = {
+            identity: PendingTable(
+                effect.before,
+                effect.shape,
+                effect.table(),
+                effect.truncate,
+                effect.truncate_txid,
+                effect.truncate_time,
+                effect.defaults,
+            )
+            for identity, effect in sorted(builder.effects.items())
+        }
+        batches = sorted({batch for effect in builder.effects.values() for batch in effect.batches})
+        self._commit(tables, state, tuple(batches))
+        return rows
+
+    def _commit(
+        self, tables: dict[Identity, PendingTable], state: WorkerState, batches: tuple[int, ...]
+    ) -> None:
+        if not tables:
+            self.store_state(state)
+            return
+        if self._state is None:
+            raise ProgrammingError(f"{self.kind} target: a micro-batch before any state")
+        counter = self._counter + 1
+        pending = Pending(counter, state, tables)
+        self.files.write_pending(pending)
+        intent = _intents.Intent(
+            counter,
+            json.dumps(self._state.position.to_document(), sort_keys=True),
+            json.dumps(state.position.to_document(), sort_keys=True),
+            state.applied_horizon,
+            tuple(tables),
+            batches,
+        )
+        effects = {identity: _net_effect(table) for identity, table in tables.items()}
+        _intents.commit_micro_batch(_Committer(self, pending), self.log, intent, effects)
+        self.files.write_state(counter, state)
+        self.files.drop_pending()
+        self._counter, self._state = counter, state
+
+    def abandon(self) -> None:
+        self._builder = None
+
+    def store_state(self, state: WorkerState) -> None:
+        if self._builder is not None:
+            raise ProgrammingError(f"{self.kind} target: storing the state while parts are open")
+        self.files.write_state(self._counter, state)
+        self._state = state
+
+    def can_alter_type(self, old: Column, new: Column) -> bool:
+        return _arrow.converts_exactly(old, new)
+
+    # -- the initial snapshot ---------------------------------------------------------
+
+    def begin_snapshot(self, state: WorkerState) -> None:
+        refuse_unkeyed(self.kind, state.tables)
+        # The state first: a crash from here on restarts the load, never streams on.
+        self.files.write_state(0, state)
+        self.files.reset()
+        self._counter, self._state = 0, state
+        for shape in state.tables:
+            self._reset_table(shape)
+
+    def snapshot_sink(self) -> SnapshotSink:
+        return TableSnapshotSink(
+            str(self.root), self.snapshot_suffix, str(self.files.directory / "snapshot")
+        )
+
+    def finish_snapshot(self, state: WorkerState) -> None:
+        position = json.dumps(state.position.to_document(), sort_keys=True)
+        identities = tuple(sorted(shape.identity for shape in state.tables))
+        intent = _intents.Intent(1, position, position, state.applied_horizon, identities)
+        self.log.write(intent)
+        for shape in state.tables:
+            manifests = sorted(self.files.manifest_directory(shape).glob("*.json"))
+            written = [
+                WrittenFile(**entry)
+                for manifest in manifests
+                for entry in json.loads(manifest.read_text(encoding="utf-8"))
+            ]
+            self._commit_snapshot(shape, written, intent.record)
+            logger.info(
+                "%s target: %s loaded from %d files", self.kind, shape.qualified, len(written)
+            )
+        self.files.write_state(1, state)
+        shutil.rmtree(self.files.directory / "snapshot", ignore_errors=True)
+        self._counter, self._state = 1, state
+
+    # -- incremental snapshots --------------------------------------------------------
+
+    def can_filter(self) -> bool:
+        return False
+
+    def chunk_sink(self) -> ChunkSink:
+        return TableChunkSink(str(self.files.staging), self.kind)
+
+    def merge_chunk(
+        self,
+        chunk: Chunk,
+        changed: ChangedKeys,
+        state: WorkerState,
+        *,
+        replay: Sequence[stream_pb2.Mutation] = (),
+    ) -> int:
+        shape = chunk.key_range.table
+        if chunk.where or replay:
+            raise ProgrammingError(
+                f"{self.kind} target: chunk of {shape.qualified!r} with a filter or mutations to "
+                "replay, which this target refuses before"
+            )
+        staged = pq.read_table(
+            _parquet_chunks.staged_rows_path(self.files.staging, chunk.attempt),
+            schema=_arrow.table_schema(shape),
+        )
+        current = self.tables.read(shape).select(list(shape.column_names))
+        effect = _chunk_effect(shape, chunk, current, staged, changed)
+        table = PendingTable(shape, shape, effect, False, None, None, {})
+        self._commit({shape.identity: table}, state, ())
+        self.drop_staging([chunk.attempt])
+        return int(staged.num_rows)
+
+    def compare_chunk(
+        self, chunk: Chunk, changed: ChangedKeys, *, replay: Sequence[stream_pb2.Mutation] = ()
+    ) -> Comparison:
+        raise SchemaError(
+            f"table {chunk.key_range.table.qualified!r}: the {self.kind} target cannot verify "
+            "its copy yet ('set verify', '--repair'); copy the table again instead "
+            "('pgshovel-admin set resnapshot SET TABLE')"
+        )
+
+    def drop_staging(self, attempts: Collection[str] | None = None) -> None:
+        if self._files is None:
+            return
+        root = self.files.staging
+        if attempts is None:
+            _files.remove(root / _parquet_chunks.STAGING)
+            return
+        for attempt in attempts:
+            _files.remove(_parquet_chunks.staged_rows_path(root, attempt))
+            _files.remove(_parquet_chunks.staged_sums_path(root, attempt))
+
+    def close(self) -> None:
+        self._builder = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+def _chunk_effect(
+    shape: TableShape, chunk: Chunk, current: pa.Table, staged: pa.Table, changed: ChangedKeys
+) -> pa.Table:
+    """The net effect that makes the chunk's range hold the staged rows, except changed keys:
+    the staged rows written, the range's other rows deleted (change columns null)."""
+    test = _parquet_chunks.RangeTest(chunk)
+    changed_keys = {tuple(key) for key in changed}
+    positions = shape.key_positions
+
+    def key_text(row: Sequence[Any]) -> tuple[str | None, ...]:
+        values = _parquet_chunks.texts(shape, row)
+        return tuple(values[p] for p in positions)
+
+    keep = [key_text(row) not in changed_keys for row in _parquet_chunks.rows_as_python(staged)]
+    upserts = staged.filter(pa.array(keep, pa.bool_())) if keep else staged
+    gone = [
+        test.holds(row) and key_text(row) not in changed_keys
+        for row in _parquet_chunks.rows_as_python(current)
+    ]
+    candidates = current.filter(pa.array(gone, pa.bool_())) if gone else current
+    if candidates.num_rows and upserts.num_rows:
+        keys = upserts.select(list(shape.key))
+        candidates = candidates.filter(pc.invert(is_in_keys(candidates, keys, shape.key)))
+    deletes = pa.Table.from_arrays(
+        [
+            candidates.column(name)
+            if name in shape.key
+            else pa.nulls(candidates.num_rows, candidates.schema.field(name).type)
+            for name in shape.column_names
+        ],
+        schema=candidates.schema,
+    )
+    parts = []
+    for rows, deleted in ((upserts.cast(current.schema), False), (deletes, True)):
+        for field in CHANGE_FIELDS:
+            rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
+        flags = pa.array([deleted] * rows.num_rows, pa.bool_())
+        parts.append(rows.append_column(pa.field(DELETED, pa.bool_(), nullable=False), flags))
+    return pa.concat_tables(parts).cast(effect_schema(shape))
