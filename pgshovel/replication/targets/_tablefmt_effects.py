@@ -7,9 +7,10 @@ came, and for each key touched its last row (with the change columns of the
 mutation that wrote it) or a deletion — the last change wins, a key change
 deletes the old key (``pgshovel.replication.changes.reduce_keyed``). A schema
 change in the middle converts the rows gathered so far to the new shape, as
-the copy's stored rows are converted (``_parquet_tables.evolve``). Tables
-created, renamed or dropped are reported to the caller (``TableEffect``);
-unkeyed tables are refused: a net effect needs a key.
+the copy's stored rows are converted (``_parquet_tables.evolve``). A renamed
+table's effect moves to its new name (``before`` keeps the stored name), a
+dropped table is listed in ``dropped``; unkeyed tables are refused: a net
+effect needs a key.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class EffectBuilder:
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.effects: dict[Identity, TableEffect] = {}
+        #: the tables to drop (as they are stored), before the micro-batch's commits
+        self.dropped: list[TableShape] = []
 
     def add(self, plan: MicroBatchPlan) -> None:
         for step in plan.steps:
@@ -171,22 +174,31 @@ class EffectBuilder:
         before, after, change = step.before, step.after, step.change
         if after is None:
             if before is not None and change.kind == stream_pb2.SchemaChange.DROP:
-                raise SchemaError(
-                    f"table {before.qualified!r} was dropped in the source, and the {self.kind} "
-                    "target does not drop tables yet; remove the table from the set before "
-                    "dropping it ('pgshovel-admin set update'), or reload the target from a "
-                    "fresh snapshot (remove its stored state and start the worker again)"
-                )
+                self._drop(before)
             return  # left the set, or its capture broke: keep the copy as it is
         refuse_unkeyed(self.kind, [after])
         if before is None:
             self.effects.setdefault(after.identity, TableEffect(None, after))
             return
-        if before.identity != after.identity:
-            raise SchemaError(
-                f"table {before.qualified!r} was renamed to {after.qualified!r} in the source, and "
-                f"the {self.kind} target does not rename tables yet; reload the target from a "
-                "fresh snapshot (remove its stored state and start the worker again)"
-            )
         defaults = {column.name: column.value for column in change.added_defaults}
-        self._effect(before).evolve_to(after, defaults)
+        if before.identity == after.identity:
+            self._effect(before).evolve_to(after, defaults)
+            return
+        if after.identity in self.effects:
+            raise SchemaError(
+                f"table {before.qualified!r} was renamed to {after.qualified!r}, a name another "
+                f"table had in the same micro-batch, which the {self.kind} target cannot follow; "
+                "reload the target from a fresh snapshot (remove its stored state and start the "
+                "worker again)"
+            )
+        effect = self.effects.pop(before.identity, None) or TableEffect(before, before)
+        effect.evolve_to(after, defaults)
+        self.effects[after.identity] = effect
+
+    def _drop(self, shape: TableShape) -> None:
+        """The copy of a dropped table goes (what it held under its name before the
+        micro-batch: a table renamed in the micro-batch is dropped under its old name)."""
+        effect = self.effects.pop(shape.identity, None)
+        stored = shape if effect is None else effect.before
+        if stored is not None:
+            self.dropped.append(stored)
