@@ -11,7 +11,10 @@ with the counter each table's own log holds: a table a crash left behind gets
 the written-ahead net effect of that same micro-batch, a table that holds it
 is skipped, so nothing is applied twice or lost. The initial snapshot is
 written by the loader's Spark tasks as Parquet files (``SnapshotWriter``) and
-committed once per table. Incremental snapshot chunks (backfill of an added
+committed once per table. A table dropped in the source loses its copy after
+the intent and before the table commits; a renamed one is moved (Delta) or
+renamed in the catalog (Iceberg) just before its commit, both done again on a
+restart unless done. Incremental snapshot chunks (backfill of an added
 table, re-snapshot) merge a range as one more micro-batch of one table;
 ``set verify`` and a re-snapshot with ``--where`` are refused with the remedy.
 """
@@ -119,6 +122,12 @@ class _Committer:
 
     def commit(self, effect: NetEffect, record: Any) -> CommitResult:
         table = self.pending.tables[effect.shape.identity]
+        tables = self.target.tables
+        before = table.before
+        if before is not None and before.identity != table.shape.identity:
+            # Renamed in the source; done already if only the new name exists (a restart).
+            if tables.exists(before) and not tables.exists(table.shape):
+                self.target._rename_table(before, table.shape)
         evolution = None
         if table.before is not None and table.before != table.shape:
             evolution = plan_evolution(table.before, table.shape, table.defaults)
@@ -174,6 +183,19 @@ class TableFormatTarget:
     ) -> None:
         raise NotImplementedError
 
+    def _rename_table(self, before: TableShape, after: TableShape) -> None:
+        raise NotImplementedError
+
+    def _drop_table(self, shape: TableShape) -> None:
+        raise NotImplementedError
+
+    def _drop_tables(self, dropped: Sequence[TableShape], counter: int) -> None:
+        """Drop the copies of tables dropped in micro-batch ``counter``, unless a table of that
+        name holds the micro-batch already (dropped and created again: a restart)."""
+        for shape in dropped:
+            if self.tables.exists(shape) and (self.counter(shape) or 0) < counter:
+                self._drop_table(shape)
+
     def counter(self, shape: TableShape) -> int | None:
         counter: int | None = self.tables.counter(shape)
         return counter
@@ -213,7 +235,9 @@ class TableFormatTarget:
     def _recover(self, counter: int, state: WorkerState) -> WorkerState:
         latest = self.log.latest()
         if latest is None or latest.counter <= counter:
-            _intents.recover(self.tables, self.log, self._existing(state.tables))  # refuses tables ahead
+            _intents.recover(
+                self.tables, self.log, self._existing(state.tables)
+            )  # refuses tables ahead
             self.files.drop_pending()
             return state
         pending = self.files.read_pending(latest.counter)
@@ -225,6 +249,7 @@ class TableFormatTarget:
             )
         shapes = {shape.identity: shape for shape in pending.state.tables}
         shapes.update({identity: table.shape for identity, table in pending.tables.items()})
+        self._drop_tables(pending.dropped, latest.counter)
         recovery = _intents.recover(self.tables, self.log, self._existing(shapes.values()))
         committer = _Committer(self, pending)
         for identity in recovery.behind:
@@ -273,19 +298,23 @@ class TableFormatTarget:
             for identity, effect in sorted(builder.effects.items())
         }
         batches = sorted({batch for effect in builder.effects.values() for batch in effect.batches})
-        self._commit(tables, state, tuple(batches))
+        self._commit(tables, state, tuple(batches), tuple(builder.dropped))
         return rows
 
     def _commit(
-        self, tables: dict[Identity, PendingTable], state: WorkerState, batches: tuple[int, ...]
+        self,
+        tables: dict[Identity, PendingTable],
+        state: WorkerState,
+        batches: tuple[int, ...],
+        dropped: tuple[TableShape, ...] = (),
     ) -> None:
-        if not tables:
+        if not tables and not dropped:
             self.store_state(state)
             return
         if self._state is None:
             raise ProgrammingError(f"{self.kind} target: a micro-batch before any state")
         counter = self._counter + 1
-        pending = Pending(counter, state, tables)
+        pending = Pending(counter, state, tables, dropped)
         self.files.write_pending(pending)
         intent = _intents.Intent(
             counter,
@@ -296,6 +325,8 @@ class TableFormatTarget:
             batches,
         )
         effects = {identity: _net_effect(table) for identity, table in tables.items()}
+        self.log.write(intent)  # commit_micro_batch writes it too: the same intent is a no-op
+        self._drop_tables(dropped, counter)
         _intents.commit_micro_batch(_Committer(self, pending), self.log, intent, effects)
         self.files.write_state(counter, state)
         self.files.drop_pending()

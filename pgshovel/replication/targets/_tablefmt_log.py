@@ -5,8 +5,8 @@ Under ``<root>/_pgshovel/<cluster>.<set>/`` (names escaped as table paths are):
     state.json                 {"counter": N, "state": <WorkerState document>}
     intents/<counter>.json     the library's intent log (``tables._intents``)
     pending/<counter>/         the micro-batch being committed: its worker state after
-                               it, and per table its net effect (Parquet) and how its
-                               shape changes (JSON)
+                               it, the tables it drops, and per table its net effect
+                               (Parquet) and how its shape and name change (JSON)
     snapshot/<schema>/<table>/<range>.json   the files each snapshot range wrote
     _staging/                  incremental snapshot chunks (as the Parquet target stages)
 
@@ -75,6 +75,8 @@ class Pending:
     counter: int
     state: WorkerState
     tables: dict[tuple[str, str], PendingTable]
+    #: tables dropped in the source: their copies go before the table commits
+    dropped: tuple[TableShape, ...] = ()
 
 
 class TargetFiles:
@@ -137,7 +139,11 @@ class TargetFiles:
                     },
                 }
             )
-        document = {"state": to_document(pending.state), "tables": tables}
+        document = {
+            "state": to_document(pending.state),
+            "tables": tables,
+            "dropped": [shape_to_document(shape) for shape in pending.dropped],
+        }
         write_durably(directory / "pending.json", json.dumps(document).encode("utf-8"))
 
     def read_pending(self, counter: int) -> Pending | None:
@@ -162,7 +168,8 @@ class TargetFiles:
                 entry["truncate_time"],
                 defaults,
             )
-        return Pending(counter, from_document(document["state"]), tables)
+        dropped = tuple(shape_from_document(shape) for shape in document.get("dropped", []))
+        return Pending(counter, from_document(document["state"]), tables, dropped)
 
     def drop_pending(self) -> None:
         shutil.rmtree(self.directory / "pending", ignore_errors=True)

@@ -22,6 +22,7 @@ from pgshovel.settings import NonEmptyText
 from pgshovel.source import TableShape
 
 try:
+    from pgshovel.replication.tables._ddl import drop_delta, rename_delta
     from pgshovel.replication.tables._delta import DeltaTables
     from pgshovel.replication.tables._snapshot import WrittenFile, commit_delta_snapshot
 except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -57,3 +58,9 @@ class DeltaTarget(TableFormatTarget):
         self, shape: TableShape, files: Sequence[WrittenFile], record: Any
     ) -> None:
         commit_delta_snapshot(self.tables, shape, files, record)
+
+    def _rename_table(self, before: TableShape, after: TableShape) -> None:
+        rename_delta(self.tables, before, after)
+
+    def _drop_table(self, shape: TableShape) -> None:
+        drop_delta(self.tables, shape)

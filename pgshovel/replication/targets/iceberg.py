@@ -23,6 +23,7 @@ from pgshovel.settings import NonEmptyText
 from pgshovel.source import TableShape
 
 try:
+    from pgshovel.replication.tables._ddl import drop_iceberg, rename_iceberg
     from pgshovel.replication.tables._iceberg import IcebergTables
     from pgshovel.replication.tables._snapshot import WrittenFile, commit_iceberg_snapshot
 except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -60,3 +61,9 @@ class IcebergTarget(TableFormatTarget):
         self, shape: TableShape, files: Sequence[WrittenFile], record: Any
     ) -> None:
         commit_iceberg_snapshot(self.tables, shape, files, record)
+
+    def _rename_table(self, before: TableShape, after: TableShape) -> None:
+        rename_iceberg(self.tables, before, after)
+
+    def _drop_table(self, shape: TableShape) -> None:
+        drop_iceberg(self.tables, shape)

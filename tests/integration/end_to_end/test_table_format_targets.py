@@ -75,23 +75,23 @@ class Writer(WriterThreads):
         choice = rng.random()
         key = next(self._keys)
         if choice < 0.25:
-            columns = "(id, v, n, at, extra)" if self.extra else "(id, v, n, at)"
-            values = (key, f"v{key}", key % 1000, "2025-05-05 10:00:00.123456+02")
-            if self.extra:
-                values = (*values, f"x{key}")
-            placeholders = sql.SQL(", ").join(sql.Placeholder() * len(values))
+            names = ["id", "v", "n", "at", *(["extra"] if self.extra else [])]
+            values: list[Any] = [key, f"v{key}", key % 1000, "2025-05-05 10:00:00.123456+02"]
+            values += [f"x{key}"] if self.extra else []
             cursor.execute(
-                sql.SQL("INSERT INTO items {} VALUES ({})").format(sql.SQL(columns), placeholders),
+                sql.SQL("INSERT INTO items ({}) VALUES ({})").format(
+                    sql.SQL(", ").join(sql.Identifier(name) for name in names),
+                    sql.SQL(", ").join(sql.Placeholder() * len(values)),
+                ),
                 values,
             )
         elif choice < 0.45:
-            setting = "extra = 'e' || n, " if self.extra else ""
-            cursor.execute(
-                sql.SQL("UPDATE items SET {}n = n + 1, v = NULL WHERE id = %s").format(
-                    sql.SQL(setting)
-                ),
-                (rng.randrange(1, 450),),
+            statement = (
+                "UPDATE items SET extra = 'e' || n, n = n + 1, v = NULL WHERE id = %s"
+                if self.extra
+                else "UPDATE items SET n = n + 1, v = NULL WHERE id = %s"
             )
+            cursor.execute(statement, (rng.randrange(1, 450),))
         elif choice < 0.55:
             cursor.execute(
                 "UPDATE items SET id = %s WHERE id = (SELECT min(id) FROM items WHERE id > %s)",

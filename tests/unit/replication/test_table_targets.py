@@ -187,3 +187,42 @@ def unrecovered(kind: str, root: Path) -> TableFormatTarget:
     target = make(kind, root)
     target.tables = target._make_tables("pgshovel:c:s")
     return target
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_rename_and_drop_follow_the_source_through_a_crash(kind: str, tmp_path: Path) -> None:
+    target = start(kind, tmp_path)
+    tables = apply(target, 1, (T, U), mutation("u", Op.INSERT, new=1, a="u"))
+    renamed = TableShape("public", "t2", (ID, A), ("id",), relation=10)
+    rename = stream_pb2.SchemaChange(
+        kind=stream_pb2.SchemaChange.ALTER, schema="public", table="t2", relation=10
+    )
+    rename.shape.CopyFrom(shape_to_proto(renamed))
+    drop = stream_pb2.SchemaChange(
+        kind=stream_pb2.SchemaChange.DROP, schema="public", table="u", relation=11
+    )
+    commit = target.tables.commit
+
+    def crash(effect: Any, record: Any, *args: Any) -> Any:
+        raise KeyboardInterrupt("killed after the rename and the drop, before t2's commit")
+
+    target.tables.commit = crash
+    with pytest.raises(KeyboardInterrupt):
+        apply(
+            target,
+            2,
+            tables,
+            mutation("t", Op.INSERT, new=1, a="before the rename"),
+            rename,
+            mutation("t2", Op.INSERT, new=2, a="after the rename"),
+            mutation("u", Op.INSERT, new=2, a="gone"),
+            drop,
+        )
+    target.tables.commit = commit
+    target.close()
+    reopened = make(kind, tmp_path)
+    stored = reopened.open("c", "s")
+    assert stored is not None and [shape.name for shape in stored.tables] == ["t2"]
+    assert rows(reopened, renamed) == [(1, "before the rename"), (2, "after the rename")]
+    assert not reopened.tables.exists(T) and not reopened.tables.exists(U)
+    reopened.close()
