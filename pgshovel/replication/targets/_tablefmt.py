@@ -385,6 +385,9 @@ class TableFormatTarget:
     def can_filter(self) -> bool:
         return False
 
+    def can_verify(self) -> bool:
+        return False  # compare_chunk is not built yet: verify requests are refused
+
     def chunk_sink(self) -> ChunkSink:
         return TableChunkSink(str(self.files.staging), self.kind)
 

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from pgshovel.cluster.requests import Request
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.mutations import key_text
+from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
 from pgshovel.replication.targets.delta import DeltaTarget
 from pgshovel.replication.targets.iceberg import IcebergTarget
@@ -226,3 +228,13 @@ def test_rename_and_drop_follow_the_source_through_a_crash(kind: str, tmp_path: 
     assert rows(reopened, renamed) == [(1, "before the rename"), (2, "after the rename")]
     assert not reopened.tables.exists(T) and not reopened.tables.exists(U)
     reopened.close()
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_a_verify_request_is_refused_with_the_remedy(kind: str, tmp_path: Path) -> None:
+    desk = RequestDesk("127.0.0.1:1", "c", "s", "host=127.0.0.1", make(kind, tmp_path))
+    state = state_after(1, (T, U))
+    problem = desk._problem(Request("verify", (("public", "t"),), repair=True), state)
+    assert "cannot compare its copy of public.t" in problem
+    assert "'pgshovel-admin set resnapshot s TABLE'" in problem
+    assert desk._problem(Request("resnapshot", (("public", "t"),)), state) == ""
