@@ -164,9 +164,9 @@ class RequestDesk:
         if unknown:
             return f"table(s) {unknown!r} are not tables of set {self.set_name!r}"
         if request.kind == "verify" and not self.target.can_verify():
-            tables = ", ".join(".".join(table) for table in request.tables or sorted(known))
+            names = ", ".join(".".join(table) for table in request.tables or sorted(known))
             return (
-                f"target {type(self.target).__name__} cannot compare its copy of {tables} with "
+                f"target {type(self.target).__name__} cannot compare its copy of {names} with "
                 f"the source yet: verify refused; copy the tables again instead with "
                 f"'pgshovel-admin set resnapshot {self.set_name} TABLE'"
             )
