@@ -34,7 +34,7 @@ from pydantic_core import PydanticCustomError
 
 from pgshovel import settings
 from pgshovel.abc import TARGET_CAPABILITIES, Loader, Stream, Target
-from pgshovel.components import ComponentSpec
+from pgshovel.components import ComponentSpec, load_class, validate_arguments
 from pgshovel.policy import OnError
 from pgshovel.settings import SUBPATH
 from pgshovel.source import SourceConnection
@@ -107,6 +107,13 @@ class TargetSpec(ComponentSpec):
                 },
             )
         configuration = {key: item for key, item in value.items() if key != "type"}
+        try:  # errors name the keys as written: target.warehouse, not target.configuration...
+            validate_arguments(load_class(TARGET_TYPES[kind]), configuration)
+        except PydanticCustomError as error:
+            context = dict(error.context or {})
+            where = str(context.get(SUBPATH, "")).removeprefix("configuration")
+            context[SUBPATH] = where.removeprefix(".")
+            raise PydanticCustomError(error.type, error.message_template, context) from error
         return {"path": TARGET_TYPES[kind], "configuration": configuration}
 
 

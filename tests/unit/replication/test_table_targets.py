@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from pgshovel.cluster.requests import Request
+from pgshovel.errors import ConfigurationError
 from pgshovel.protocol import stream_pb2
+from pgshovel.replication.config import parse_configuration
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
@@ -238,3 +240,41 @@ def test_a_verify_request_is_refused_with_the_remedy(kind: str, tmp_path: Path) 
     assert "cannot compare its copy of public.t" in problem
     assert "'pgshovel-admin set resnapshot s TABLE'" in problem
     assert desk._problem(Request("resnapshot", (("public", "t"),)), state) == ""
+
+
+BASE = {
+    "loader": {"path": "pgshovel.replication.loaders:PostgresSnapshotLoader"},
+    "stream": {
+        "path": "pgshovel.replication.streams:KafkaStream",
+        "configuration": {"bootstrap_servers": "127.0.0.1:9092"},
+    },
+}
+
+
+def test_replication_yml_names_a_table_format_target_by_type(tmp_path: Path) -> None:
+    delta = parse_configuration({**BASE, "target": {"type": "delta", "path": str(tmp_path)}}, "r")
+    assert isinstance(delta.target, DeltaTarget) and delta.target.root == tmp_path
+    target = {"type": "iceberg", "warehouse": str(tmp_path), "catalog_uri": "sqlite:///c.db"}
+    iceberg = parse_configuration({**BASE, "target": target}, "r")
+    assert isinstance(iceberg.target, IcebergTarget)
+    assert iceberg.target.catalog_uri == "sqlite:///c.db"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ({"type": "delta"}, "replication.yml: target: missing 'path'"),
+        (
+            {"type": "iceberg", "warehouse": "/w", "catalog": "x"},
+            "replication.yml: target.catalog:",
+        ),
+        ({"type": "hudi", "path": "/w"}, "replication.yml: target.type: unknown target type"),
+    ],
+)
+def test_a_wrong_table_format_target_is_one_line_naming_file_and_key(
+    target: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        parse_configuration({**BASE, "target": target}, "replication.yml")
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)
