@@ -61,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 Identity = tuple[str, str]
 
+#: key types the copy orders as the source does (integers; text in byte order, as chunks
+#: compare it): a chunk's rows are read by the first key column's bounds
+_RANGE_TYPES = frozenset({"int2", "int4", "int8", "text", "varchar"})
+
 
 @dataclass(frozen=True)
 class TableSnapshotSink:
@@ -409,12 +413,30 @@ class TableFormatTarget:
             _parquet_chunks.staged_rows_path(self.files.staging, chunk.attempt),
             schema=_arrow.table_schema(shape),
         )
-        current = self.tables.read(shape).select(list(shape.column_names))
+        current = self._read_chunk_range(chunk).select(list(shape.column_names))
         effect = _chunk_effect(shape, chunk, current, staged, changed)
         table = PendingTable(shape, shape, effect, False, None, None, {})
         self._commit({shape.identity: table}, state, ())
         self.drop_staging([chunk.attempt])
         return int(staged.num_rows)
+
+    def _read_chunk_range(self, chunk: Chunk) -> pa.Table:
+        """The copy's rows whose first key column lies within the chunk's bounds (a superset
+        of the chunk's range, which ``_chunk_effect`` tells exactly), or every row when that
+        column's type does not order in the copy as in the source (only integers and text)."""
+        shape = chunk.key_range.table
+        column = shape.column(shape.key[0])
+        lower, upper = chunk.key_range.lower, chunk.key_range.upper
+        if column is None or column.type_name not in _RANGE_TYPES or (lower, upper) == (None, None):
+            return self.tables.read(shape)
+        low = None if lower is None else _arrow.from_text(column, lower[0])
+        high = None if upper is None else _arrow.from_text(column, upper[0])
+        return self._read_between(shape, column.name, low, high)
+
+    def _read_between(self, shape: TableShape, name: str, low: Any, high: Any) -> pa.Table:
+        """The rows of ``shape``'s copy whose column ``name`` is within [low, high] (None:
+        unbounded)."""
+        raise NotImplementedError
 
     def compare_chunk(
         self, chunk: Chunk, changed: ChangedKeys, *, replay: Sequence[stream_pb2.Mutation] = ()

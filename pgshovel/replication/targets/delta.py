@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.dataset as ds
+
 from pgshovel.settings import NonEmptyText
 from pgshovel.source import TableShape
 
@@ -64,3 +67,12 @@ class DeltaTarget(TableFormatTarget):
 
     def _drop_table(self, shape: TableShape) -> None:
         drop_delta(self.tables, shape)
+
+    def _read_between(self, shape: TableShape, name: str, low: Any, high: Any) -> pa.Table:
+        dataset = self.tables.table(shape).to_pyarrow_dataset()
+        field = ds.field(name)
+        bounds = [field >= low] if low is not None else []
+        bounds += [field <= high] if high is not None else []
+        condition = bounds[0] if len(bounds) == 1 else bounds[0] & bounds[1]
+        table: pa.Table = dataset.to_table(filter=condition)
+        return table

@@ -19,6 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+from pyiceberg.expressions import (
+    And,
+    BooleanExpression,
+    GreaterThanOrEqual,
+    LessThanOrEqual,
+)
+
 from pgshovel.settings import NonEmptyText
 from pgshovel.source import TableShape
 
@@ -67,3 +75,13 @@ class IcebergTarget(TableFormatTarget):
 
     def _drop_table(self, shape: TableShape) -> None:
         drop_iceberg(self.tables, shape)
+
+    def _read_between(self, shape: TableShape, name: str, low: Any, high: Any) -> pa.Table:
+        bounds: list[BooleanExpression] = []
+        if low is not None:
+            bounds.append(GreaterThanOrEqual(term=name, value=low))
+        if high is not None:
+            bounds.append(LessThanOrEqual(term=name, value=high))
+        condition = bounds[0] if len(bounds) == 1 else And(bounds[0], bounds[1])
+        table: pa.Table = self.tables.table(shape).scan(row_filter=condition).to_arrow()
+        return table

@@ -23,7 +23,7 @@ from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
 from pgshovel.replication.targets.delta import DeltaTarget
 from pgshovel.replication.targets.iceberg import IcebergTarget
-from pgshovel.source import Column, TableShape, cast_is_exact
+from pgshovel.source import Chunk, Column, KeyRange, TableShape, cast_is_exact
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import plan_micro_batch
 from pgshovel.stream.shapes import shape_to_proto
@@ -278,3 +278,34 @@ def test_a_wrong_table_format_target_is_one_line_naming_file_and_key(
         parse_configuration({**BASE, "target": target}, "replication.yml")
     assert str(raised.value).startswith(message)
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_a_chunk_makes_its_range_hold_the_staged_rows_except_changed_keys(
+    kind: str, tmp_path: Path
+) -> None:
+    target = start(kind, tmp_path)
+    inserts = [mutation("t", Op.INSERT, new=key, a=f"old{key}") for key in range(1, 9)]
+    apply(target, 1, (T, U), *inserts)
+    chunk = Chunk("attempt-1", "q", KeyRange(T, 1, ("3",), ("7",)))
+
+    def copy_out(out: Any) -> None:  # the source's rows of [3, 7): 4 deleted, 5 changed
+        out.write(b"3\tsource3\n5\tsource5\n6\tsource6\n")
+
+    assert target.chunk_sink().stage_rows(chunk.attempt, T, copy_out) == 3
+    changed = {("6",)}  # the stream brought key 6's row while the chunk was read
+    assert target.merge_chunk(chunk, changed, state_after(2, (T, U))) == 3
+    assert rows(target, T) == [
+        (1, "old1"),
+        (2, "old2"),
+        (3, "source3"),
+        (5, "source5"),
+        (6, "old6"),
+        (7, "old7"),
+        (8, "old8"),
+    ]
+    target.close()
+    reopened = make(kind, tmp_path)
+    stored = reopened.open("c", "s")
+    assert stored is not None and stored.position == after(2)
+    reopened.close()
