@@ -21,96 +21,46 @@ table, re-snapshot) merge a range as one more micro-batch of one table;
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import shutil
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, CopyOut, SnapshotSink
-from pgshovel.errors import ConfigurationError, ProgrammingError, RecoveryNeeded, SchemaError
+from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, SnapshotSink
+from pgshovel.errors import ProgrammingError, RecoveryNeeded, SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.tables import _intents
-from pgshovel.replication.tables._delta import CommitResult, table_path
-from pgshovel.replication.tables._effect import CHANGE_FIELDS, DELETED, NetEffect, effect_schema
+from pgshovel.replication.tables._delta import CommitResult
+from pgshovel.replication.tables._effect import NetEffect, effect_schema
 from pgshovel.replication.tables._evolution import plan as plan_evolution
-from pgshovel.replication.tables._snapshot import SnapshotWriter, WrittenFile
+from pgshovel.replication.tables._snapshot import WrittenFile
 from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
-from pgshovel.replication.targets._parquet_tables import is_in_keys
+from pgshovel.replication.targets._tablefmt_chunks import (
+    RANGE_TYPES,
+    TableChunkSink,
+    TableSnapshotSink,
+    chunk_effect,
+)
 from pgshovel.replication.targets._tablefmt_effects import EffectBuilder, refuse_unkeyed
 from pgshovel.replication.targets._tablefmt_log import (
     Pending,
     PendingTable,
     TargetFiles,
-    write_durably,
 )
-from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape, copytext
+from pgshovel.source import Chunk, Column, TableShape
 from pgshovel.stream.plan import MicroBatchPlan, Segment
 from pgshovel.stream.state import WorkerState
 
-__all__ = ["TableFormatTarget", "TableSnapshotSink"]
+__all__ = ["TableFormatTarget"]
 
 logger = logging.getLogger(__name__)
 
 Identity = tuple[str, str]
-
-#: key types the copy orders as the source does (integers; text in byte order, as chunks
-#: compare it): a chunk's rows are read by the first key column's bounds
-_RANGE_TYPES = frozenset({"int2", "int4", "int8", "text", "varchar"})
-
-
-@dataclass(frozen=True)
-class TableSnapshotSink:
-    """Writes each snapshot range as Parquet files into its table's data directory and lists
-    them in a manifest per range (pickles into Spark tasks; a retried range's manifest names
-    the files of the attempt that finished last, the other attempt's files stay orphans)."""
-
-    root: str
-    suffix: str
-    manifests: str
-
-    def load_range(self, key_range: KeyRange, copy_out: CopyOut) -> int:
-        shape = key_range.table
-        directory = table_path(self.root, shape.schema, shape.name) + self.suffix
-        written = SnapshotWriter(shape, directory).load_range(key_range, copy_out)
-        manifest = Path(table_path(self.manifests, shape.schema, shape.name))
-        document = json.dumps([asdict(file) for file in written]).encode("utf-8")
-        write_durably(manifest / f"{key_range.index:06d}.json", document)
-        return sum(file.rows for file in written)
-
-
-@dataclass(frozen=True)
-class TableChunkSink:
-    """Stages incremental snapshot chunks as Parquet files (as the Parquet target does)."""
-
-    path: str
-    kind: str
-
-    def stage_rows(
-        self, attempt: str, table: TableShape, copy_out: CopyOut, *, selected: bool = False
-    ) -> int:
-        if selected:
-            raise ConfigurationError(
-                f"table {table.qualified!r}: the {self.kind} target cannot re-snapshot with "
-                "--where; re-snapshot the whole table ('pgshovel-admin set resnapshot' without "
-                "--where)"
-            )
-        data = io.BytesIO()
-        copy_out(data)
-        rows = [copytext.decode_line(line) for line in data.getvalue().decode().splitlines()]
-        target = _parquet_chunks.staged_rows_path(Path(self.path), attempt)
-        _files.write_parquet(_arrow.text_rows_to_arrow(table, rows), target)
-        return len(rows)
-
-    def stage_checksums(self, attempt: str, checksums: list[Checksum]) -> None:
-        _parquet_chunks.write_sums(Path(self.path), attempt, checksums)
 
 
 class _Committer:
@@ -318,6 +268,8 @@ class TableFormatTarget:
         if self._state is None:
             raise ProgrammingError(f"{self.kind} target: a micro-batch before any state")
         counter = self._counter + 1
+        # Built first: a value a format cannot hold stops here, before anything is written.
+        effects = {identity: _net_effect(table) for identity, table in tables.items()}
         pending = Pending(counter, state, tables, dropped)
         self.files.write_pending(pending)
         intent = _intents.Intent(
@@ -328,7 +280,6 @@ class TableFormatTarget:
             tuple(tables),
             batches,
         )
-        effects = {identity: _net_effect(table) for identity, table in tables.items()}
         self.log.write(intent)  # commit_micro_batch writes it too: the same intent is a no-op
         self._drop_tables(dropped, counter)
         _intents.commit_micro_batch(_Committer(self, pending), self.log, intent, effects)
@@ -414,7 +365,7 @@ class TableFormatTarget:
             schema=_arrow.table_schema(shape),
         )
         current = self._read_chunk_range(chunk).select(list(shape.column_names))
-        effect = _chunk_effect(shape, chunk, current, staged, changed)
+        effect = chunk_effect(shape, chunk, current, staged, changed)
         table = PendingTable(shape, shape, effect, False, None, None, {})
         self._commit({shape.identity: table}, state, ())
         self.drop_staging([chunk.attempt])
@@ -427,7 +378,7 @@ class TableFormatTarget:
         shape = chunk.key_range.table
         column = shape.column(shape.key[0])
         lower, upper = chunk.key_range.lower, chunk.key_range.upper
-        if column is None or column.type_name not in _RANGE_TYPES or (lower, upper) == (None, None):
+        if column is None or column.type_name not in RANGE_TYPES or (lower, upper) == (None, None):
             return self.tables.read(shape)
         low = None if lower is None else _arrow.from_text(column, lower[0])
         high = None if upper is None else _arrow.from_text(column, upper[0])
@@ -463,44 +414,3 @@ class TableFormatTarget:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
-
-
-def _chunk_effect(
-    shape: TableShape, chunk: Chunk, current: pa.Table, staged: pa.Table, changed: ChangedKeys
-) -> pa.Table:
-    """The net effect that makes the chunk's range hold the staged rows, except changed keys:
-    the staged rows written, the range's other rows deleted (change columns null)."""
-    test = _parquet_chunks.RangeTest(chunk)
-    changed_keys = {tuple(key) for key in changed}
-    positions = shape.key_positions
-
-    def key_text(row: Sequence[Any]) -> tuple[str | None, ...]:
-        values = _parquet_chunks.texts(shape, row)
-        return tuple(values[p] for p in positions)
-
-    keep = [key_text(row) not in changed_keys for row in _parquet_chunks.rows_as_python(staged)]
-    upserts = staged.filter(pa.array(keep, pa.bool_())) if keep else staged
-    gone = [
-        test.holds(row) and key_text(row) not in changed_keys
-        for row in _parquet_chunks.rows_as_python(current)
-    ]
-    candidates = current.filter(pa.array(gone, pa.bool_())) if gone else current
-    if candidates.num_rows and upserts.num_rows:
-        keys = upserts.select(list(shape.key))
-        candidates = candidates.filter(pc.invert(is_in_keys(candidates, keys, shape.key)))
-    deletes = pa.Table.from_arrays(
-        [
-            candidates.column(name)
-            if name in shape.key
-            else pa.nulls(candidates.num_rows, candidates.schema.field(name).type)
-            for name in shape.column_names
-        ],
-        schema=candidates.schema,
-    )
-    parts = []
-    for rows, deleted in ((upserts.cast(current.schema), False), (deletes, True)):
-        for field in CHANGE_FIELDS:
-            rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
-        flags = pa.array([deleted] * rows.num_rows, pa.bool_())
-        parts.append(rows.append_column(pa.field(DELETED, pa.bool_(), nullable=False), flags))
-    return pa.concat_tables(parts).cast(effect_schema(shape))
