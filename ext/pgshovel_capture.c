@@ -78,6 +78,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "nodes/execnodes.h"
 #include "utils/acl.h"
@@ -99,13 +100,18 @@
 #include "utils/tuplestore.h"
 #include "pgtime.h"
 
+#include "pgshovel_capture.h"
+
 PG_MODULE_MAGIC;
 
 /*
  * What pgshovel_capture_revision() answers: 3, provenance (TG_ARGV[4]) besides the
  * statement triggers of contract 2, which pgshovel_capture_contract() keeps answering.
+ * pgshovel_capture_contract_version() answers the highest contract this library
+ * serves, every lower one included: 4, packing (TG_ARGV[5], see packing.c).
  */
 #define CONTRACT 3
+#define CONTRACT_VERSION 4
 /* Events written per heap_multi_insert, and the bytes of event data that end a batch early. */
 #define BATCH_EVENTS 1000
 #define BATCH_BYTES (4 * 1024 * 1024)
@@ -124,33 +130,11 @@ static const char *const queue_columns[QUEUE_COLUMNS] = {
 	" queue_disable_insert, queue_per_tx_limit" \
 	" FROM pgq.queue WHERE queue_name OPERATOR(pg_catalog.=) $1"
 
-#define NAME_SIZE 256
-
 /* The columns an event fills, in the order of insert_event's values, then ev_txid. */
-#define EVENT_COLUMNS 9
 static const char *const event_columns[EVENT_COLUMNS] = {
 	"ev_id", "ev_time", "ev_type", "ev_data", "ev_extra1", "ev_extra2", "ev_extra3",
 	"ev_extra4", "ev_txid"
 };
-
-/* One queue as this backend knows it; valid for one transaction at a time. */
-typedef struct QueueEntry
-{
-	char		name[NAME_SIZE];	/* hash key: the queue's name */
-	LocalTransactionId lxid;	/* the transaction the fields below hold for */
-	int32		queue_id;
-	int32		cur_table;
-	Oid			event_seq;
-	bool		disabled;
-	int32		per_tx_limit;	/* -1: none */
-	int32		count;			/* events of this transaction */
-	Oid			table_oid;		/* the current event table */
-	int32		plan_queue_id;	/* the table the plan inserts into */
-	int32		plan_table;
-	SPIPlanPtr	plan;
-	bool		direct;			/* insert straight into table_oid (see direct_insert) */
-	AttrNumber	columns[EVENT_COLUMNS];	/* attnums of ev_id, ev_time, ev_txid, ... */
-} QueueEntry;
 
 /*
  * How a column's text is made: by its output function, or, for the output
@@ -519,6 +503,42 @@ insert_event(QueueEntry *entry, Datum name, const char *type, const char *data,
 		elog(ERROR, "pgshovel capture: inserting into queue \"%s\" failed", entry->name);
 }
 
+/* One row into the current event table (see pgshovel_capture.h). */
+void
+write_event(QueueEntry *entry, Datum *values, const char *nulls, bool direct)
+{
+	if (direct)
+		direct_insert(entry, values, nulls);
+	else if (SPI_execute_plan(entry->plan, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "pgshovel capture: inserting into queue \"%s\" failed", entry->name);
+}
+
+/*
+ * A call's pack (packing on: TG_ARGV[5]): the queue read and checked as
+ * insert_event does, the table's ev_extra1..4 in the pack as *table. Events go
+ * straight into the event table where insert_event's would, and then may wait
+ * for the end of the transaction; its lock is taken now, as an insert would.
+ */
+static Pack *
+pack_begin(QueueEntry *entry, Datum name, Relation rel, Trigger *trigger, int *table)
+{
+	bool		direct;
+	Pack	   *pack;
+
+	load_queue(entry, name);
+	if (entry->disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		ereport(ERROR,
+				(errmsg("pgshovel capture: inserts into queue \"%s\" are disabled", entry->name)));
+	direct = entry->direct
+		&& pg_class_aclcheck(entry->table_oid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+	if (direct)
+		LockRelationOid(entry->table_oid, RowExclusiveLock);
+	pack = pack_for(entry, trigger->tgargs[5], direct);
+	*table = pack_table(pack, get_namespace_name(RelationGetNamespace(rel)),
+						RelationGetRelationName(rel), trigger->tgargs[1], trigger->tgargs[2]);
+	return pack;
+}
+
 /*
  * The events of one statement trigger call, written in batches: rendered
  * (under the pinned settings) into the batch's memory, then given their ev_id
@@ -547,6 +567,9 @@ typedef struct EventBatch
 	Size		bytes;			/* their data */
 	char	  **types;
 	text	  **data;
+	Pack	   *pack;			/* packing on: the events go into it instead (batch_packed) */
+	int			table;			/* the table's index in the pack */
+	bool		sequence_checked;	/* nextval's permission check done (packing) */
 } EventBatch;
 
 static void
@@ -614,12 +637,37 @@ batch_begin(EventBatch *batch, QueueEntry *entry, Datum name, Relation rel, Trig
 											   ALLOCSET_DEFAULT_SIZES);
 }
 
+/*
+ * With packing, a batch only bounds the memory of rendering: each event goes
+ * into the pack as it is added (taking its id), the pack writes itself.
+ */
+static void
+batch_packed(EventBatch *batch, Pack *pack, int table, int64 rows)
+{
+	MemSet(batch, 0, sizeof(EventBatch));
+	batch->pack = pack;
+	batch->table = table;
+	batch->capacity = (int) Min(rows, BATCH_EVENTS);
+	batch->statement = CurrentMemoryContext;
+	batch->context = AllocSetContextCreate(CurrentMemoryContext, "pgshovel capture batch",
+										   ALLOCSET_DEFAULT_SIZES);
+}
+
 /* One more event; ``data`` is copied into the batch's memory. */
 static void
 batch_add(EventBatch *batch, char *type, StringInfo data)
 {
 	QueueEntry *entry = batch->entry;
 
+	if (batch->pack != NULL)
+	{
+		pack_add(batch->pack, batch->table, type, data->data, data->len,
+				 !batch->sequence_checked);
+		batch->sequence_checked = true;
+		batch->count++;
+		batch->bytes += data->len;
+		return;
+	}
 	if (entry->per_tx_limit >= 0 && ++entry->count > entry->per_tx_limit)
 		ereport(ERROR,
 				(errmsg("pgshovel capture: queue \"%s\" allows at most %d events per transaction",
@@ -647,7 +695,11 @@ batch_write(EventBatch *batch)
 	MemoryContext previous = MemoryContextSwitchTo(batch->context);
 	int			i;
 
-	if (batch->count > 0 && batch->direct)
+	if (batch->pack != NULL)
+	{
+		/* the events are in the pack already */
+	}
+	else if (batch->count > 0 && batch->direct)
 	{
 		TupleDesc	desc = batch->event_desc;
 		Datum	   *row = palloc0(sizeof(Datum) * desc->natts);
@@ -732,6 +784,11 @@ batch_end(EventBatch *batch)
 {
 	int			i;
 
+	if (batch->pack != NULL)
+	{
+		pack_end_call(batch->pack);
+		return;
+	}
 	if (!batch->direct)
 		return;
 	for (i = 0; i < batch->nslots; i++)
@@ -1188,7 +1245,7 @@ append_provenance(StringInfo out)
  */
 static void
 capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *entry,
-				  Datum name, StringInfo stamp)
+				  Datum name, StringInfo stamp, bool packing)
 {
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	desc = RelationGetDescr(rel);
@@ -1238,8 +1295,17 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 		return;
 
 	batch = palloc(sizeof(EventBatch));
-	batch_begin(batch, entry, name, rel, trigdata->tg_trigger,
-				tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows));
+	if (packing)
+	{
+		int			table;
+		Pack	   *pack = pack_begin(entry, name, rel, trigdata->tg_trigger, &table);
+
+		batch_packed(batch, pack, table,
+					 tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows));
+	}
+	else
+		batch_begin(batch, entry, name, rel, trigdata->tg_trigger,
+					tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows));
 	if (old_rows != NULL)
 		old_slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
 	if (new_rows != NULL)
@@ -1326,6 +1392,24 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 		ExecDropSingleTupleTableSlot(new_slot);
 }
 
+/* One event of a call: into the queue, or (packing) into the transaction's pack. */
+static void
+capture_event(QueueEntry *entry, Datum name, const char *type, StringInfo data, Relation rel,
+			  TriggerData *trigdata, bool packing)
+{
+	int			table;
+	Pack	   *pack;
+
+	if (!packing)
+	{
+		insert_event(entry, name, type, data->data, rel, trigdata);
+		return;
+	}
+	pack = pack_begin(entry, name, rel, trigdata->tg_trigger, &table);
+	pack_add(pack, table, type, data->data, data->len, true);
+	pack_end_call(pack);
+}
+
 Datum
 pgshovel_capture(PG_FUNCTION_ARGS)
 {
@@ -1342,14 +1426,16 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	RowPlan    *plan;
 	const char *type;
 	int			level = -1;
+	bool		packing;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "pgshovel capture: not called as a trigger");
 	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event))
 		elog(ERROR, "pgshovel capture: must be an AFTER trigger");
 	trigger = trigdata->tg_trigger;
-	if (trigger->tgnargs != 4 && trigger->tgnargs != 5)
-		elog(ERROR, "pgshovel capture: expected 4 or 5 trigger arguments, got %d", trigger->tgnargs);
+	if (trigger->tgnargs < 4 || trigger->tgnargs > 6)
+		elog(ERROR, "pgshovel capture: expected 4 to 6 trigger arguments, got %d", trigger->tgnargs);
+	packing = trigger->tgnargs == 6 && trigger->tgargs[5][0] != '\0';
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
 	name = CStringGetTextDatum(trigger->tgargs[0]);
@@ -1359,7 +1445,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		elog(ERROR, "pgshovel capture: SPI_connect failed");
 
 	initStringInfo(&stamp);
-	if (trigger->tgnargs == 5 && strcmp(trigger->tgargs[4], "1") == 0)
+	if (trigger->tgnargs >= 5 && strcmp(trigger->tgargs[4], "1") == 0)
 		append_provenance(&stamp);
 	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
 	{
@@ -1367,13 +1453,13 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		appendStringInfoString(&data, "[null,null");
 		appendBinaryStringInfo(&data, stamp.data, stamp.len);
 		appendStringInfoChar(&data, ']');
-		insert_event(entry, name, "T", data.data, rel, trigdata);
+		capture_event(entry, name, "T", &data, rel, trigdata, packing);
 		SPI_finish();
 		return PointerGetDatum(NULL);
 	}
 	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 	{
-		capture_statement(fcinfo, trigdata, entry, name, &stamp);
+		capture_statement(fcinfo, trigdata, entry, name, &stamp, packing);
 		SPI_finish();
 		return PointerGetDatum(NULL);
 	}
@@ -1421,7 +1507,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		appendStringInfoString(&data, "null");
 	appendBinaryStringInfo(&data, stamp.data, stamp.len);
 	appendStringInfoChar(&data, ']');
-	insert_event(entry, name, type, data.data, rel, trigdata);
+	capture_event(entry, name, type, &data, rel, trigdata, packing);
 	SPI_finish();
 	return PointerGetDatum(NULL);
 }
@@ -1462,4 +1548,18 @@ Datum
 pgshovel_capture_revision(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT32(CONTRACT);
+}
+
+PG_FUNCTION_INFO_V1(pgshovel_capture_contract_version);
+
+/*
+ * The highest contract this library serves; it serves every lower one too
+ * (triggers installed for them work as they did). 4: packing (TG_ARGV[5], see
+ * packing.c) besides everything of contract 3. pgshovel-admin from contract 4
+ * on asks this function and takes any answer at least its own.
+ */
+Datum
+pgshovel_capture_contract_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(CONTRACT_VERSION);
 }

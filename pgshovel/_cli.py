@@ -3,9 +3,10 @@
 Every option can also come from the environment: ``--zookeeper-hosts`` from
 ``PGSHOVEL_ZOOKEEPER_HOSTS``, ``--cluster`` from ``PGSHOVEL_CLUSTER`` (click's
 ``auto_envvar_prefix``). Errors that pgshovel raises on purpose end the command
-with a one-line reason and exit status 1; nothing else prints a traceback
-unless ``--debug`` is given. Every command prints its version with
-``--version``, read from the installed distribution's metadata.
+with a one-line reason (a line per problem of a configuration) and exit status
+1; nothing else prints a traceback unless ``--debug`` is given. Every command
+prints its version with ``--version``, read from the installed distribution's
+metadata.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any, TypeVar
 
 import click
 
-from pgshovel.errors import PgshovelError
+from pgshovel import _kafka_log
+from pgshovel.errors import ConfigurationError, PgshovelError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +47,8 @@ class GlobalOptions:
     cluster: str
     zookeeper_hosts: str
     debug: bool
+    #: long-running processes: every detail (empty batches, each librdkafka warning, Spark's)
+    verbose: bool = False
 
 
 def global_options(command: F) -> F:
@@ -95,6 +99,12 @@ def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
             "configuration", type=click.Path(exists=True, dir_okay=False, path_type=Path)
         )
         @click.argument("set_name", metavar="SET")
+        @click.option(
+            "--verbose",
+            is_flag=True,
+            help="Log every detail: DEBUG lines (batches without events), each librdkafka "
+            "warning, Spark's warnings and startup lines. Env: PGSHOVEL_VERBOSE.",
+        )
         def command(
             cluster: str,
             zookeeper_hosts: str,
@@ -102,8 +112,11 @@ def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
             debug: bool,
             configuration: Path,
             set_name: str,
+            verbose: bool,
         ) -> None:
-            options = make_global_options(cluster, zookeeper_hosts, log_level, debug)
+            options = make_global_options(
+                cluster, zookeeper_hosts, "DEBUG" if verbose else log_level, debug, verbose
+            )
             body(options, configuration, set_name)
 
         return command
@@ -112,11 +125,14 @@ def process_command(name: str) -> Callable[[ProcessBody], click.Command]:
 
 
 def make_global_options(
-    cluster: str, zookeeper_hosts: str, log_level: str, debug: bool
+    cluster: str, zookeeper_hosts: str, log_level: str, debug: bool, verbose: bool = False
 ) -> GlobalOptions:
     """Install logging for a command and return its global options."""
     configure_logging(log_level)
-    return GlobalOptions(cluster=cluster, zookeeper_hosts=zookeeper_hosts, debug=debug)
+    _kafka_log.verbose(verbose)
+    return GlobalOptions(
+        cluster=cluster, zookeeper_hosts=zookeeper_hosts, debug=debug, verbose=verbose
+    )
 
 
 def configure_logging(level: str) -> None:
@@ -143,7 +159,9 @@ def run(command: click.Command, argv: list[str] | None = None) -> None:
     except PgshovelError as error:
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
-        click.echo(f"error: {error}", err=True)
+        # A configuration error lists each of its problems on a line of its own.
+        lines = str(error).splitlines() if isinstance(error, ConfigurationError) else [str(error)]
+        click.echo("\n".join(f"error: {line}" for line in lines), err=True)
         sys.exit(1)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)

@@ -118,6 +118,22 @@ class QueueReader(Protocol):
         """Run the PgQ ticker once (autocommit); the new tick id, if one was made."""
         ...
 
+    def force_tick(self) -> int | None:
+        """Tick although no event was written since the last tick; the new tick id, if any."""
+        ...
+
+    def last_tick_snapshot(self) -> str | None:
+        """The txid snapshot (text) of the queue's latest tick, None before any."""
+        ...
+
+    def committed_after(
+        self, snapshot: str, watched: Sequence[int]
+    ) -> tuple[bool, tuple[int, ...]]:
+        """Whether events of the queue committed after ``snapshot`` (a tick's) was taken (no
+        batch up to that tick holds them), and which of ``watched`` (the tick's
+        transactions in progress) are in progress still."""
+        ...
+
     def next_batch(self) -> BatchInfo | None:
         """The next batch to publish (the same one again while it is not finished), or None."""
         ...

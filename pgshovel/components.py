@@ -15,7 +15,8 @@ before every check passed:
 4. only then is the class constructed, with the validated values.
 
 Every failure is a ``ConfigurationError`` naming the key (``writer.path``,
-``target.configuration.dsn``).
+``target.configuration.dsn``); every problem of a configuration is listed, an
+unknown key with the closest key the constructor takes.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from pydantic import (
     create_model,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from pgshovel.settings import SUBPATH, Settings, describe, problems
+from pgshovel.settings import SUBPATH, Settings, explain, problems
 
 logger = logging.getLogger(__name__)
 
@@ -135,16 +136,27 @@ def arguments_model(cls: type[Any]) -> type[BaseModel]:
 
 
 def validate_arguments(cls: type[Any], configuration: Mapping[str, Any]) -> dict[str, Any]:
-    """The configuration validated against ``cls``'s constructor; errors name the key."""
+    """The configuration validated against ``cls``'s constructor; every problem names its key
+    under ``configuration`` (an unknown key with the closest one the constructor takes)."""
     model = arguments_model(cls)
     try:
         validated = model.model_validate(dict(configuration))
     except ValidationError as error:
-        where, message = describe(problems(error)[0])
-        if message == "unknown key":
-            accepted = sorted(model.model_fields)
-            message = f"unknown key for {cls.__name__}; expected one of {accepted!r}"
-        raise _refuse(f"configuration.{where}" if where else "configuration", message) from error
+        found: list[InitErrorDetails] = []
+        for problem in problems(error):
+            location, message = explain(problem, model)
+            if problem["type"] == "extra_forbidden" and len(location) == 1:
+                message = message.replace("unknown key", f"unknown key for {cls.__name__}", 1)
+            found.append(
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "pgshovel_component", "{message}", {"message": message}
+                    ),
+                    loc=("configuration", *location),
+                    input=problem.get("input"),
+                )
+            )
+        raise ValidationError.from_exception_data(model.__name__, found) from error
     arguments = {name: getattr(validated, name) for name in model.model_fields}
     arguments.update(validated.model_extra or {})
     return arguments

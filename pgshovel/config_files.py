@@ -2,14 +2,16 @@
 
 The file must be UTF-8 (anything else is refused with the offset of the first
 bad byte), may not repeat a key in one mapping (YAML would silently keep the
-last one) and may not expand, through anchors and aliases (``&a`` ... ``*a``),
-beyond ``MAX_VALUES`` values or into itself: a kilobyte of nested aliases
-would otherwise build 10^8 objects and hang the process for minutes.
+last one; every repetition is listed with its line) and may not expand,
+through anchors and aliases (``&a`` ... ``*a``), beyond ``MAX_VALUES`` values
+or into itself: a kilobyte of nested aliases would otherwise build 10^8
+objects and hang the process for minutes.
 Expansion happens in string scalars after parsing (never in keys), so a value
 from the environment can't change the document's structure; the
 typed models that validate the document then read numbers and booleans from
 such strings (``metrics_port: ${PORT:-9188}``). A reference to an unset
-variable without a default is an error naming the file and the variable.
+variable without a default is an error naming the file, the key and the
+variable (every such reference, one line each).
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ MAX_VALUES = 1_000_000
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key repeated in one mapping."""
+    """The safe loader, noting every key repeated in one mapping (``duplicates``)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        #: ``line N: duplicate key 'k' ...`` for each repetition, in the order of the text
+        self.duplicates: list[str] = []
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -41,12 +48,14 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"duplicate key {key!r} (each key may appear once in a mapping)",
-                key_node.start_mark,
+        try:
+            repeated = key in seen
+        except TypeError:  # an unhashable key: construct_pairs says what is wrong with it
+            continue
+        if repeated:
+            loader.duplicates.append(
+                f"line {key_node.start_mark.line + 1}: duplicate key {key!r} (each key may "
+                "appear once in a mapping)"
             )
         seen.add(key)
     return dict(loader.construct_pairs(node, deep=True))
@@ -58,28 +67,59 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def expand(value: Any, source: str, environ: Mapping[str, str] | None = None) -> Any:
-    """Return ``value`` with environment references expanded in every string scalar."""
-    env = os.environ if environ is None else environ
+def _location(prefix: str, key: object) -> str:
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{prefix}[{key}]"
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _expand(
+    value: Any, environ: Mapping[str, str], where: str, unset: list[tuple[str, str]]
+) -> Any:
+    """``value`` expanded; ``(where, name)`` noted in ``unset`` for each reference to an unset
+    variable without a default."""
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
-            if name in env:
-                return env[name]
+            if name in environ:
+                return environ[name]
             if default is not None:
                 return default
-            raise ConfigurationError(
-                f"{source}: environment variable {name!r} is not set and has no default "
-                f"(write ${{{name}:-default}} to give one)"
-            )
+            unset.append((where, name))
+            return match.group(0)
 
         return _REFERENCE.sub(substitute, value)
     if isinstance(value, list):
-        return [expand(item, source, env) for item in value]
+        return [
+            _expand(item, environ, _location(where, index), unset)
+            for index, item in enumerate(value)
+        ]
     if isinstance(value, dict):
-        return {key: expand(item, source, env) for key, item in value.items()}
+        return {
+            key: _expand(item, environ, _location(where, key), unset) for key, item in value.items()
+        }
     return value
+
+
+def expand(
+    value: Any, source: str, environ: Mapping[str, str] | None = None, *, where: str = ""
+) -> Any:
+    """Return ``value`` with environment references expanded in every string scalar; a
+    ``ConfigurationError`` naming every unset variable without a default (and its key, under
+    ``where`` when ``value`` is part of a larger document)."""
+    unset: list[tuple[str, str]] = []
+    expanded = _expand(value, os.environ if environ is None else environ, where, unset)
+    if unset:
+        lines = []
+        for key, name in unset:
+            prefix = f"{source}: {key}: " if key else f"{source}: "
+            lines.append(
+                f"{prefix}environment variable {name!r} is not set and has no default "
+                f"(write ${{{name}:-default}} to give one)"
+            )
+        raise ConfigurationError("\n".join(dict.fromkeys(lines)))
+    return expanded
 
 
 def read_text(path: Path) -> str:
@@ -142,7 +182,12 @@ def _compose(text: str, source: str) -> Any:
                 f"aliases (&name, *name), more than the {MAX_VALUES:,} a configuration may "
                 "hold; write the repeated parts out, or fewer of them"
             )
-        return loader.construct_document(node)
+        document = loader.construct_document(node)
+        if loader.duplicates:
+            raise ConfigurationError(
+                "\n".join(f"{source}: {duplicate}" for duplicate in loader.duplicates)
+            )
+        return document
     finally:
         loader.dispose()
 

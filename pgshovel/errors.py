@@ -133,6 +133,10 @@ class AlreadyRunning(PgshovelError):
     """Another process already holds what this one needs (a worker's lock on its target)."""
 
 
+class NotRunning(PgshovelError):
+    """A command needs a process that does not run (no worker of the set to answer it)."""
+
+
 class RecoveryNeeded(PgshovelError):
     """A change stopped half way; the message says exactly what to run by hand."""
 

@@ -1,23 +1,30 @@
-"""Serving Prometheus metrics: one registry per process, every series labelled cluster and set.
+"""Serving Prometheus metrics and health: one registry per process, every series labelled.
 
 Relay and worker keep their figures in plain attributes their loops update
 (no lock, no library call on the hot path); a collector turns them into metric
-families when Prometheus scrapes. ``serve`` starts ``prometheus_client``'s HTTP
-server on a port of the configuration; a port that is taken is a one-line
-``ConfigurationError`` naming it.
+families when Prometheus scrapes. Every series carries the labels ``cluster``
+and ``set``, and whatever constant labels the process adds (the worker: its
+copy's ``target``). ``serve`` starts an HTTP server on a port of the
+configuration with ``/metrics`` (Prometheus text), ``/healthz`` (200 while the
+process runs) and ``/readyz`` (200 while it does its work and its last step
+succeeded recently, else 503 with the reason); a port that is taken is a
+one-line ``ConfigurationError`` naming it.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from wsgiref.simple_server import WSGIServer
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -29,6 +36,11 @@ logger = logging.getLogger(__name__)
 
 #: the labels every pgshovel series carries
 LABELS = ("cluster", "set")
+#: a process whose last successful step is older than this, and which is not busy with
+#: one long step, is not ready
+READY_SECONDS = 120.0
+#: (ready, why): what ``/readyz`` answers
+Readiness = tuple[bool, str]
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,26 @@ class Delivery:
     batch_lag_seconds: float = 0.0
     history: History = field(default_factory=History)
     recent_errors: RecentErrors = field(default_factory=RecentErrors)
+    #: when the last step went through, and when the last one failed (epoch seconds)
+    succeeded_at: float | None = None
+    failed_at: float | None = None
+
+    def succeeded(self) -> None:
+        self.succeeded_at = time.time()
+
+    def step_readiness(self, working: bool, busy: bool, now: float | None = None) -> Readiness:
+        """Ready while ``working`` (leading, streaming) and the last step succeeded, recently
+        (or one long step, ``busy``, is under way)."""
+        now = time.time() if now is None else now
+        if not working:
+            return False, "not working"
+        if self.succeeded_at is None:
+            return False, "no step has succeeded yet"
+        if self.failed_at is not None and self.failed_at > self.succeeded_at:
+            return False, f"the last step failed {now - self.failed_at:.0f}s ago"
+        if not busy and now - self.succeeded_at > READY_SECONDS:
+            return False, f"no step succeeded for {now - self.succeeded_at:.0f}s"
+        return True, "ready"
 
     def lag_seconds(self, now: float | None = None) -> float:
         """Age of the oldest change not yet delivered (0 when nothing is pending)."""
@@ -72,7 +104,8 @@ class Delivery:
     def failed(self, error: BaseException) -> None:
         """A step failed (retried or fatal): counted, and kept with its time."""
         self.errors += 1
-        self.recent_errors.record(time.time(), str(error))
+        self.failed_at = time.time()
+        self.recent_errors.record(self.failed_at, str(error))
 
     def delivered(self) -> float:
         """The pending changes went out; returns (and keeps) their lag."""
@@ -80,10 +113,14 @@ class Delivery:
         self.pending_since = None
         return self.batch_lag_seconds
 
+    def lag_gauge(self) -> float:
+        """The lag as the endpoint serves it (``lag_seconds``, unless a process knows more)."""
+        return self.lag_seconds()
+
     def delivery_series(self, lag_name: str, lag_text: str, batch_lag_text: str) -> list[Series]:
         return [
             Series("errors_total", "counter", "Failures (each retried or fatal).", self._errors),
-            Series(lag_name, "gauge", lag_text, self.lag_seconds),
+            Series(lag_name, "gauge", lag_text, self.lag_gauge),
             Series("batch_lag_seconds", "gauge", batch_lag_text, self._batch_lag),
         ]
 
@@ -97,15 +134,22 @@ class Delivery:
 class FigureCollector(Collector):
     """Yields ``series`` as metric families named ``<prefix>_<name>``."""
 
-    def __init__(self, prefix: str, labels: tuple[str, str], series: Iterable[Series]) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        labels: tuple[str, str],
+        series: Iterable[Series],
+        constant: Mapping[str, str] | None = None,
+    ) -> None:
         self.prefix = prefix
-        self.labels = labels
+        self.labels = (*labels, *(constant or {}).values())
+        self.label_names = (*LABELS, *(constant or {}))
         self.series = tuple(series)
 
     def collect(self) -> Iterator[Metric]:
         for item in self.series:
             name = f"{self.prefix}_{item.name}"
-            label_names = [*LABELS, *item.extra_labels]
+            label_names = [*self.label_names, *item.extra_labels]
             family: CounterMetricFamily | GaugeMetricFamily
             if item.kind == "counter":
                 family = CounterMetricFamily(name, item.text, labels=label_names)
@@ -118,12 +162,60 @@ class FigureCollector(Collector):
             yield family
 
 
-class MetricsEndpoint:
-    """``http://host:port/metrics`` for one registry; ``close()`` stops it."""
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # scrapes every few seconds are not news
+
+
+def _application(
+    registry: CollectorRegistry, readiness: Callable[[], Readiness]
+) -> Callable[[dict[str, Any], Callable[..., Any]], list[bytes]]:
+    metrics = make_wsgi_app(registry)
+
+    def answer(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
+        body = (text + "\n").encode()
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        return [body]
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/healthz":
+            return answer(start_response, "200 OK", "ok")
+        if path == "/readyz":
+            ready, why = readiness()
+            return answer(start_response, "200 OK" if ready else "503 Service Unavailable", why)
+        return list(metrics(environ, start_response))
+
+    return application
+
+
+class MetricsEndpoint:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``http://host:port``; ``close()`` stops it."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        readiness: Callable[[], Readiness] = lambda: (True, "ready"),
+    ) -> None:
+        server_class = _Server6 if ":" in host else _Server
         try:
-            server, thread = start_http_server(port, addr=host, registry=registry)
+            server = make_server(
+                host,
+                port,
+                _application(registry, readiness),
+                server_class=server_class,
+                handler_class=_QuietHandler,
+            )
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise ConfigurationError(
@@ -134,10 +226,12 @@ class MetricsEndpoint:
                 f"cannot serve metrics on {host}:{port}: {error.strerror or error}; "
                 "check metrics_host and metrics_port"
             ) from error
+        thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        thread.start()
         self._server: WSGIServer = server
         self._thread: threading.Thread = thread
         self.port = int(server.server_address[1])
-        logger.info("metrics on http://%s:%d/metrics", host, self.port)
+        logger.info("metrics on http://%s:%d/metrics (and /healthz, /readyz)", host, self.port)
 
     def close(self) -> None:
         self._server.shutdown()
@@ -145,19 +239,39 @@ class MetricsEndpoint:
         self._thread.join(timeout=5)
 
 
-def serve(
-    prefix: str, labels: tuple[str, str], series: Iterable[Series], host: str, port: int
-) -> MetricsEndpoint:
-    """Serve ``series`` on ``host:port`` from a registry of their own."""
+def registry_of(
+    prefix: str,
+    labels: tuple[str, str],
+    series: Iterable[Series],
+    constant: Mapping[str, str] | None = None,
+) -> CollectorRegistry:
+    """A registry of its own holding ``series``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(FigureCollector(prefix, labels, series))
-    return MetricsEndpoint(registry, host, port)
+    registry.register(FigureCollector(prefix, labels, series, constant))
+    return registry
 
 
-def exposition(prefix: str, labels: tuple[str, str], series: Iterable[Series]) -> str:
+def serve(
+    prefix: str,
+    labels: tuple[str, str],
+    series: Iterable[Series],
+    host: str,
+    port: int,
+    *,
+    constant: Mapping[str, str] | None = None,
+    readiness: Callable[[], Readiness] = lambda: (True, "ready"),
+) -> MetricsEndpoint:
+    """Serve ``series`` (and health) on ``host:port`` from a registry of their own."""
+    return MetricsEndpoint(registry_of(prefix, labels, series, constant), host, port, readiness)
+
+
+def exposition(
+    prefix: str,
+    labels: tuple[str, str],
+    series: Iterable[Series],
+    constant: Mapping[str, str] | None = None,
+) -> str:
     """The text a scrape would return (for tests and ``--debug`` dumps)."""
     from prometheus_client import generate_latest
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FigureCollector(prefix, labels, series))
-    return generate_latest(registry).decode()
+    return generate_latest(registry_of(prefix, labels, series, constant)).decode()

@@ -4,7 +4,11 @@ One sandbox serves the whole run. It starts the first time an integration test
 asks for it (a unit-only run starts nothing), in a temporary state directory,
 and is always stopped: by the session teardown (also after Ctrl-C), by an
 ``atexit`` hook, and on SIGTERM. A run that passed deletes the directory; a
-failed one keeps its logs there and says where. When ``PGSHOVEL_TEST_SANDBOX``
+failed one keeps its logs there and says where, and deletes the servers' data
+(PostgreSQL's too when it lives under the postgres user's home). The run gets
+an ``XDG_STATE_HOME`` of its own, so nothing it starts (``pgshovel-sandbox up``,
+the demo) records a sandbox where the user's ``pgshovel-sandbox`` commands
+would find it. When ``PGSHOVEL_TEST_SANDBOX``
 names the state directory of a running sandbox (``pgshovel-sandbox up``), that
 one is used and left running. ``spark_cluster`` adds a Spark standalone cluster
 of two one-core workers to the run's sandbox for the tests that ask for it (a
@@ -38,6 +42,7 @@ from pgshovel.errors import SandboxError
 from pgshovel.sandbox import (
     SandboxConnection,
     SparkCluster,
+    discard_data,
     load,
     load_spark,
     start,
@@ -126,9 +131,9 @@ class _RunSandbox:
             if self.connection is not None:
                 terminate(self.connection)
         if keep and self.state_dir.exists():
-            # The logs explain a failure; the data (~70 MB) would only pile up in /tmp.
-            for data in ("postgres", "zookeeper", "kafka"):
-                shutil.rmtree(self.state_dir / data, ignore_errors=True)
+            # The logs explain a failure; the data (~100 MB) would only pile up, in /tmp or
+            # under the postgres user's home.
+            discard_data(self.state_dir)
             self.kept = self.state_dir
 
 
@@ -150,6 +155,27 @@ def _stop_on_sigterm(run: _RunSandbox) -> None:
         signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not the main thread: atexit and the session teardown remain
         pass
+
+
+#: the run's own state home, and the XDG_STATE_HOME it replaced (None: unset)
+_STATE_HOME: list[tuple[Path, str | None]] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the run a state home of its own: the user's sandbox records stay untouched."""
+    home = Path(tempfile.mkdtemp(prefix="pgshovel-test-state-"))
+    _STATE_HOME.append((home, os.environ.get("XDG_STATE_HOME")))
+    os.environ["XDG_STATE_HOME"] = str(home)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _STATE_HOME:
+        home, previous = _STATE_HOME.pop()
+        shutil.rmtree(home, ignore_errors=True)
+        if previous is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = previous
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

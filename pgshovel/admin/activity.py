@@ -15,8 +15,10 @@ import psycopg2.extensions
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from pgshovel._numbers import rows_of_estimate
 from pgshovel.cluster import names
 from pgshovel.cluster.status import read_statuses
+from pgshovel.relay.queue import read_backlog
 from pgshovel.source import translating
 
 
@@ -36,7 +38,7 @@ class RelayActivity:
 class QueueActivity:
     """The set's PgQ queue as the relay's consumer sees it."""
 
-    #: events in ticks the relay has not finished yet
+    #: events in ticks the relay has not finished yet (PgQ's count, by event numbers)
     pending_events: int
     #: events written after the last tick (not in any batch yet)
     untick_events: int
@@ -44,6 +46,11 @@ class QueueActivity:
     consumer_lag: float
     #: seconds since the relay last finished a batch
     last_seen: float
+    #: committed events no finished batch holds (those of a batch being published, and of
+    #: transactions in progress at the last finished tick, included); None: not counted
+    unpublished: int | None = None
+    #: an upper bound of the age of the oldest of them (seconds), None when there is none
+    oldest_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,8 @@ def read_relay(client: KazooClient, cluster: str, set_name: str) -> RelayActivit
 
 
 def read_queue(conn: psycopg2.extensions.connection, queue: str) -> QueueActivity | None:
-    """None when the queue or the relay's consumer registration is missing."""
+    """None when the queue or the relay's consumer registration is missing; the backlog is
+    counted from the events (``pgshovel.relay.queue.read_backlog``)."""
     with translating(f"reading the state of queue {queue!r}"):
         with conn.cursor() as cursor:
             cursor.execute(
@@ -75,11 +83,19 @@ def read_queue(conn: psycopg2.extensions.connection, queue: str) -> QueueActivit
                 (queue, names.CONSUMER, queue),
             )
             row = cursor.fetchone()
+            backlog = None if row is None else read_backlog(cursor, queue)
         conn.rollback()
     if row is None:
         return None
     pending, lag, seen, new = row
-    return QueueActivity(int(pending or 0), int(new or 0), float(lag or 0), float(seen or 0))
+    return QueueActivity(
+        int(pending or 0),
+        int(new or 0),
+        float(lag or 0),
+        float(seen or 0),
+        None if backlog is None else backlog.events,
+        None if backlog is None else backlog.oldest_seconds,
+    )
 
 
 def read_workers(client: KazooClient, cluster: str, set_name: str) -> list[WorkerActivity]:
@@ -102,12 +118,17 @@ def relay_lines(relay: RelayActivity) -> list[str]:
 def queue_lines(queue: QueueActivity | None) -> list[str]:
     if queue is None:
         return ["backlog: unknown (queue or consumer missing)"]
-    waiting = queue.pending_events + queue.untick_events
+    seen = f"relay finished a batch {queue.last_seen:.1f}s ago"
+    if queue.unpublished is None:
+        waiting = queue.pending_events + queue.untick_events
+        age = queue.consumer_lag
+    else:
+        waiting = queue.unpublished
+        age = queue.oldest_seconds or 0.0
     if waiting == 0:
-        return [f"backlog: 0 events (relay finished a batch {queue.last_seen:.1f}s ago)"]
+        return [f"backlog: 0 events ({seen})"]
     return [
-        f"backlog: {waiting} event(s) not yet published, the oldest at most "
-        f"{queue.consumer_lag:.1f}s old (relay finished a batch {queue.last_seen:.1f}s ago)"
+        f"backlog: {waiting} event(s) not yet published, the oldest at most {age:.1f}s old ({seen})"
     ]
 
 
@@ -119,13 +140,20 @@ def worker_lines(workers: list[WorkerActivity], now: float) -> list[str]:
         doc = worker.document
         age = now - float(doc.get("updated", now))
         lines.append(
-            f"  {worker.name}: {doc.get('target', '?')}, {doc.get('phase', '?')}, "
-            f"offset {doc.get('offset', '?')}, lag {float(doc.get('lag_seconds', 0)):.1f}s "
+            f"  {worker.name}: {doc.get('copy') or doc.get('target', '?')}, "
+            f"{doc.get('phase', '?')}, offset {doc.get('offset', '?')}, "
+            f"lag {float(doc.get('lag_seconds', 0)):.1f}s "
             f"({doc.get('lag_messages', '?')} message(s)), updated {age:.0f}s ago"
         )
-        for task in doc.get("tasks", ()):
+        applying = doc.get("applying")
+        if isinstance(applying, dict):
+            since = now - float(applying.get("since", now))
             lines.append(
-                f"    {task.get('purpose', '?')} of {task.get('table', '?')}: "
-                f"{task.get('rows', 0)}/~{task.get('estimate', 0)} rows"
+                f"    applying {applying.get('mutations', '?')} mutation(s) of "
+                f"{applying.get('batches', '?')} batch(es) from batch "
+                f"{applying.get('batch', '?')}, for {since:.0f}s"
             )
+        for task in doc.get("tasks", ()):
+            progress = rows_of_estimate(int(task.get("rows", 0)), int(task.get("estimate", 0)))
+            lines.append(f"    {task.get('purpose', '?')} of {task.get('table', '?')}: {progress}")
     return lines

@@ -10,12 +10,14 @@ used when the admin connection is a superuser's and the server loads
 ``PGSHOVEL_CAPTURE`` overrides the choice: ``auto`` (default), ``c`` (an error
 when the library cannot be used) or ``plpgsql``.
 
-The contract is asked of ``pgshovel_capture_revision()``: 3 serves provenance
-(a fifth trigger argument) besides the statement triggers with transition tables
-and row triggers of contract 2. A library older than that lacks the function and
-gets the PL/pgSQL trigger; the library keeps answering 2 from
-``pgshovel_capture_contract()`` and 1 from ``pgshovel_capture_version()``, what
-earlier pgshovel versions ask (their triggers work as they did).
+The contract is asked of ``pgshovel_capture_contract_version()``, which answers the
+highest contract the library serves (every lower one included): 4 serves packing (a
+sixth trigger argument, ``ext/packing.c``) besides provenance (the fifth), statement
+triggers with transition tables and row triggers. A library older than that lacks the
+function and gets the PL/pgSQL trigger; the library keeps answering 3 from
+``pgshovel_capture_revision()``, 2 from ``pgshovel_capture_contract()`` and 1 from
+``pgshovel_capture_version()``, what earlier pgshovel versions ask (their triggers
+work as they did).
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from psycopg2.extensions import connection
 from pgshovel.errors import ConfigurationError
 
 LIBRARY = "pgshovel_capture"
-#: what pgshovel_capture_revision() must answer (ext/pgshovel_capture.c)
-CONTRACT_VERSION = 3
-#: the library's function that answers it
-CONTRACT_FUNCTION = "pgshovel_capture_revision"
+#: the contract this pgshovel needs: pgshovel_capture_contract_version() answers it or more
+CONTRACT_VERSION = 4
+#: the library's function that answers it (ext/pgshovel_capture.c)
+CONTRACT_FUNCTION = "pgshovel_capture_contract_version"
 ENVIRONMENT = "PGSHOVEL_CAPTURE"
 CHOICES = ("auto", "c", "plpgsql")
 
@@ -99,13 +101,18 @@ def _probe(conn: connection) -> int | None:
     return None if answer is None else int(answer[0])
 
 
+def serves(version: int | None) -> bool:
+    """Whether a library answering ``version`` serves the triggers this pgshovel installs."""
+    return version is not None and version >= CONTRACT_VERSION
+
+
 def choose(conn: connection, database: str) -> Implementation:
     """The capture function for the database ``conn`` reaches (named ``database`` in errors)."""
     wanted = requested()
     if wanted == "plpgsql":
         return "plpgsql"
     version = library_version(conn)
-    if version == CONTRACT_VERSION:
+    if serves(version):
         return "c"
     if wanted == "c":
         found = (
@@ -115,7 +122,7 @@ def choose(conn: connection, database: str) -> Implementation:
         )
         raise ConfigurationError(
             f"{ENVIRONMENT}=c but the {LIBRARY} library of database {database!r} {found} "
-            f"(expected contract {CONTRACT_VERSION}): build and install it on that server "
+            f"(expected contract {CONTRACT_VERSION} or later): build and install it on that server "
             f"(make -C ext install, needs postgresql-server-dev-15) and connect as a "
             f"superuser, or unset {ENVIRONMENT}"
         )

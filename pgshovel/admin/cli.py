@@ -38,24 +38,61 @@ from pgshovel.errors import NoSuchTransaction
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(
-    "--dry-run", is_flag=True, help="Print the plan (SQL per database, ZooKeeper changes) only."
+    "--dry-run", is_flag=True, help="Print the plan (ZooKeeper changes) only."
+)
+plan_dry_run_option = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print a summary of the plan only: tables added, changed, removed with their "
+    "triggers, grants, statements per database, ZooKeeper changes.",
+)
+sql_option = click.option(
+    "--sql", "show_sql", is_flag=True, help="With --dry-run: print every SQL statement too."
 )
 
 
+def plan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--dry-run`` (a summary) and ``--sql`` (the plan's statements too)."""
+    return plan_dry_run_option(sql_option(command))
+
+
 def _apply(
-    options: GlobalOptions, build: Callable[[planning.Context], Plan], dry_run: bool
+    options: GlobalOptions,
+    build: Callable[[planning.Context], Plan],
+    dry_run: bool,
+    show_sql: bool = False,
 ) -> None:
+    _refuse_sql_without_dry_run(dry_run, show_sql)
     with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
         context = planning.Context(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
         )
-        _carry_out(build(context), client, connections, dry_run)
+        _carry_out(build(context), client, connections, dry_run, show_sql)
 
 
-def _carry_out(plan: Plan, client: KazooClient, connections: Connections, dry_run: bool) -> None:
-    """Print the plan (``dry_run``) or apply it."""
+def _refuse_sql_without_dry_run(dry_run: bool, show_sql: bool) -> None:
+    if show_sql and not dry_run:
+        raise click.UsageError("--sql prints the statements of a plan: add --dry-run")
+
+
+def _carry_out(
+    plan: Plan,
+    client: KazooClient,
+    connections: Connections,
+    dry_run: bool,
+    show_sql: bool = False,
+) -> None:
+    """Print the plan (``dry_run``; its statements with ``show_sql``) or apply it."""
     if dry_run:
-        click.echo(render(plan, lambda dsn, statement: statement.as_string(connections.get(dsn))))
+        click.echo(
+            render(
+                plan,
+                lambda dsn, statement: statement.as_string(connections.get(dsn)),
+                statements=show_sql,
+            )
+        )
+        if plan.databases and not show_sql:
+            click.echo("sql: add --sql to print the statements")
         click.echo("dry run: nothing was changed")
         return
     execute(plan, connections, client)
@@ -103,11 +140,16 @@ def cluster_inspect(options: GlobalOptions) -> None:
 
 @cluster_group.command("upgrade")
 @click.option("--force", is_flag=True, help="Allow installing an older pgshovel over a newer one.")
-@dry_run_option
+@plan_options
 @click.pass_obj
-def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool) -> None:
+def cluster_upgrade(options: GlobalOptions, force: bool, dry_run: bool, show_sql: bool) -> None:
     """Reinstall the capture function in every set's database."""
-    _apply(options, lambda context: planning.plan_cluster_upgrade(context, force=force), dry_run)
+    _apply(
+        options,
+        lambda context: planning.plan_cluster_upgrade(context, force=force),
+        dry_run,
+        show_sql,
+    )
 
 
 @cluster_group.command("secure")
@@ -145,12 +187,14 @@ def _set_from_file(
 
     @click.argument("name")
     @set_file
-    @dry_run_option
+    @plan_options
     @click.pass_obj
-    def command(options: GlobalOptions, name: str, file: Path, dry_run: bool) -> None:
+    def command(
+        options: GlobalOptions, name: str, file: Path, dry_run: bool, show_sql: bool
+    ) -> None:
         names.validate_set_name(name)
         configuration = load_set_configuration(file)
-        _apply(options, lambda context: planner(context, name, configuration), dry_run)
+        _apply(options, lambda context: planner(context, name, configuration), dry_run, show_sql)
 
     command.__doc__ = summary
     return command  # type: ignore[return-value]
@@ -204,7 +248,7 @@ set_update = set_group.command("update")(
     show_default=True,
     help="Seconds to wait for the relay to leave, the standby to catch up, the promotion.",
 )
-@dry_run_option
+@plan_options
 @click.pass_obj
 def set_failover(
     options: GlobalOptions,
@@ -215,6 +259,7 @@ def set_failover(
     accept_divergence: bool,
     timeout: float,
     dry_run: bool,
+    show_sql: bool,
 ) -> None:
     """Move set NAME to DSN, a physical standby of its database (see README "Source failover").
 
@@ -226,6 +271,7 @@ def set_failover(
     first).
     """
     names.validate_set_name(name)
+    _refuse_sql_without_dry_run(dry_run, show_sql)
     with zookeeper.connect(options.zookeeper_hosts) as client, Connections() as connections:
         context = planning.Context(
             options.cluster, zookeeper.ClusterStore(client, options.cluster), connections
@@ -260,7 +306,7 @@ def set_failover(
                     "down, or ALTER SYSTEM RESET default_transaction_read_only there to undo"
                 )
         plan = failover.plan_failover(context, name, new_dsn, old_dsn, accept_divergence)
-        _carry_out(plan, client, connections, dry_run)
+        _carry_out(plan, client, connections, dry_run, show_sql)
 
 
 @set_group.command("wait")
@@ -303,12 +349,12 @@ def set_wait(options: GlobalOptions, name: str, txid: str, timeout: float) -> No
 
 @set_group.command("drop")
 @click.argument("name")
-@dry_run_option
+@plan_options
 @click.pass_obj
-def set_drop(options: GlobalOptions, name: str, dry_run: bool) -> None:
+def set_drop(options: GlobalOptions, name: str, dry_run: bool, show_sql: bool) -> None:
     """Remove set NAME: its triggers, its queue and its ZooKeeper node."""
     names.validate_set_name(name)
-    _apply(options, lambda context: planning.plan_set_drop(context, name), dry_run)
+    _apply(options, lambda context: planning.plan_set_drop(context, name), dry_run, show_sql)
 
 
 @set_group.command("list")
@@ -479,22 +525,33 @@ timeout_option = click.option(
     type=float,
     default=3600.0,
     show_default=True,
-    help="Seconds to wait for the worker's report (the work goes on after a timeout).",
+    help="Seconds to wait for every copy's report (the work goes on after a timeout).",
 )
 
 
-def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: float) -> Result:
+def _ask(
+    options: GlobalOptions, name: str, request: requests.Request, timeout: float
+) -> dict[str, Result]:
+    """Every running copy's answer, printed; a copy that failed or did not answer fails the
+    command (after every report is printed)."""
     with zookeeper.connect(options.zookeeper_hosts) as client:
-        submitted, result = admin_requests.ask(client, options.cluster, name, request, timeout)
-    if result is None:
+        submitted, answers = admin_requests.ask(client, options.cluster, name, request, timeout)
+    click.echo(admin_requests.render(answers))
+    silent = [copy for copy, result in answers.items() if result is None]
+    if silent:
         raise click.ClickException(
-            f"no report from the worker of set {name!r} within {timeout:g}s (request "
-            f"{submitted}); is pgshovel-replicate running? The request stays queued"
+            f"no report from the worker of {', '.join(silent)} within {timeout:g}s (request "
+            f"{submitted}); is its pgshovel-replicate still running? The request stays queued"
         )
-    click.echo(admin_requests.render(result))
-    if result.status == "failed":
-        raise click.ClickException(f"the worker refused request {submitted}: {result.message}")
-    return result
+    refused = {
+        copy: result for copy, result in answers.items() if result and result.status == "failed"
+    }
+    if refused:
+        raise click.ClickException(
+            f"request {submitted} failed: "
+            + "; ".join(f"{copy}: {result.message}" for copy, result in refused.items())
+        )
+    return {copy: result for copy, result in answers.items() if result is not None}
 
 
 @set_group.command("resnapshot")
@@ -510,13 +567,15 @@ def _ask(options: GlobalOptions, name: str, request: requests.Request, timeout: 
 def set_resnapshot(
     options: GlobalOptions, name: str, tables: tuple[str, ...], where: str, timeout: float
 ) -> None:
-    """Ask set NAME's worker to copy TABLEs (default: all) again while streaming.
+    """Ask set NAME's workers to copy TABLEs (default: all) again while streaming.
 
-    TABLE is schema.table or table (in public). The worker reads each table in
-    key-range chunks between watermarks in the stream, so the copy stays exact
-    while writes go on; the command waits for its report. --where copies only the
-    rows a boolean expression of the captured columns selects, evaluated on the
-    source alone (checked there before the request is written).
+    TABLE is schema.table or table (in public). Every copy whose worker runs
+    (each named by its target, e.g. postgresql:host:5432/db or parquet:/path)
+    reads each table in key-range chunks between watermarks in the stream, so
+    the copy stays exact while writes go on; the command waits for every
+    copy's report, and fails at once when no worker of the set runs. --where
+    copies only the rows a boolean expression of the captured columns selects,
+    evaluated on the source alone (checked there before the request is written).
     """
     names.validate_set_name(name)
     request = requests.Request("resnapshot", admin_requests.parse_tables(tables), where)
@@ -535,16 +594,18 @@ def set_resnapshot(
 def set_verify(
     options: GlobalOptions, name: str, tables: tuple[str, ...], repair: bool, timeout: float
 ) -> None:
-    """Compare set NAME's copy with the source by key-range checksums; exit 1 on a difference.
+    """Compare set NAME's copies with the source by key-range checksums; exit 1 on a difference.
 
     TABLE is schema.table or table (in public). Checksums are computed inside
     each database, range by range between watermarks in the stream, so the
-    comparison is exact while writes go on.
+    comparison is exact while writes go on. Every copy whose worker runs
+    answers under its target's name; the exit status is 1 when any copy
+    differs, and the command fails at once when no worker of the set runs.
     """
     names.validate_set_name(name)
     request = requests.Request("verify", admin_requests.parse_tables(tables), repair=repair)
-    result = _ask(options, name, request, timeout)
-    if admin_requests.differences_remain(result):
+    answers = _ask(options, name, request, timeout)
+    if any(admin_requests.differences_remain(result) for result in answers.values()):
         raise click.exceptions.Exit(1)
 
 

@@ -19,6 +19,7 @@ from psycopg2 import sql
 from pgshovel.admin import capture_library, grants, schema_capture
 from pgshovel.admin.capture_library import Implementation
 from pgshovel.cluster import names
+from pgshovel.cluster.sets import PACKING_BYTES, PACKING_ROWS
 from pgshovel.errors import DatabaseError
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import NODE_TABLE, TableInfo, captured_shape
@@ -46,6 +47,9 @@ class TableCapture:
     row_triggers: str = ""
     #: stamp each event with who made it (TG_ARGV[4] '1', see sql/capture.sql)
     provenance: bool = False
+    #: pack changes into fewer queue rows: TG_ARGV[5] "ROWS,BYTES" (``packing_argument``); ""
+    #: writes one queue row per change, as before packing
+    packing: str = ""
 
 
 def resolve_table(
@@ -55,6 +59,7 @@ def resolve_table(
     allow_unkeyed: bool,
     database: str,
     row_triggers: str = "",
+    packing: str = "",
 ) -> TableCapture:
     """Check a configured table against the catalog; ``database`` is a masked DSN."""
     shape = captured_shape(table, info, allow_unkeyed=allow_unkeyed, database=database)
@@ -65,7 +70,17 @@ def resolve_table(
         tuple(table.columns),
         row_triggers,
         table.provenance,
+        packing,
     )
+
+
+def packing_argument(configuration: configuration_pb2.ReplicationSetConfiguration) -> str:
+    """TG_ARGV[5] of the set's triggers, ``ROWS,BYTES`` (ext/packing.c), from its ``packing``
+    (unset: the defaults); "" when a row holds one change: no packing."""
+    rows, size = PACKING_ROWS, PACKING_BYTES
+    if configuration.HasField("packing"):
+        rows, size = configuration.packing.rows, configuration.packing.bytes
+    return "" if rows <= 1 else f"{rows},{size}"
 
 
 def text_array_literal(values: Sequence[str]) -> str:
@@ -152,15 +167,18 @@ def drop_queue(cluster: str, set_name: str) -> sql.Composable:
 
 def trigger_arguments(cluster: str, set_name: str, version: str, table: TableCapture) -> list[str]:
     """The constant arguments of a table's triggers (see sql/capture.sql); the fifth, '1',
-    only with provenance, so the triggers of a table without it are those of before."""
+    only with provenance, the sixth only with packing, so the triggers of a table without
+    them are those of before."""
     arguments = [
         names.queue_name(cluster, set_name),
         version,
         json.dumps(list(table.key_columns)),
         text_array_literal(table.columns) if table.columns else "",
     ]
-    if table.provenance:
-        arguments.append(PROVENANCE_ON)
+    if table.provenance or table.packing:
+        arguments.append(PROVENANCE_ON if table.provenance else "")
+    if table.packing:
+        arguments.append(table.packing)
     return arguments
 
 

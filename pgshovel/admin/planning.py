@@ -17,7 +17,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection
 
 import pgshovel
-from pgshovel.admin import capture_library, catalog, install, schema_capture
+from pgshovel.admin import capture_library, catalog, changes, install, schema_capture
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation
 from pgshovel.cluster import names
@@ -71,6 +71,7 @@ def _resolve_tables(
     conn: connection, configuration: SetConfiguration
 ) -> list[install.TableCapture]:
     database = mask_dsn(configuration.database.dsn)
+    packing = install.packing_argument(configuration)
     return [
         install.resolve_table(
             table,
@@ -78,6 +79,7 @@ def _resolve_tables(
             allow_unkeyed=configuration.allow_unkeyed,
             database=database,
             row_triggers=catalog.row_triggers_reason(conn, table.schema, table.name) or "",
+            packing=packing,
         )
         for table in configuration.tables
     ]
@@ -92,15 +94,6 @@ def _only(
     del single.tables[:]
     single.tables.append(table)
     return single
-
-
-def _trigger_notes(tables: list[install.TableCapture]) -> list[str]:
-    """Which tables get row triggers instead of statement triggers, and why."""
-    return [
-        f"table {table.schema!r}.{table.name!r} gets row triggers: {table.row_triggers}"
-        for table in tables
-        if table.row_triggers
-    ]
 
 
 def _set_data(configuration: SetConfiguration) -> tuple[bytes, str]:
@@ -145,8 +138,9 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     hstore = _hstore_schema(conn, dsn)
     tables = _resolve_tables(conn, configuration)
     data, version = _set_data(configuration)
+    implementation = _capture(conn, dsn)
     statements = [
-        *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
+        *install.base_statements(context.cluster, hstore, implementation),
         install.create_queue(context.cluster, set_name),
         schema_capture.forget(context.cluster, set_name),
     ]
@@ -160,8 +154,14 @@ def plan_set_create(context: Context, set_name: str, configuration: SetConfigura
     return Plan(
         summary=f"create set {set_name!r} in cluster {context.cluster!r} at version {version}",
         cluster=context.cluster,
-        notes=tuple(_trigger_notes(tables)),
-        databases=(DatabaseStep(dsn, tuple(statements)),),
+        databases=(DatabaseStep(dsn, tuple(statements), implementation),),
+        tables=tuple(
+            changes.added(set_name, table, entry)
+            for table, entry in zip(tables, configuration.tables, strict=True)
+        ),
+        grants=tuple(
+            changes.grant_lines(context.cluster, set_name, created=True, added=len(tables))
+        ),
         zookeeper=(
             _check(cluster_node),
             ZooKeeperOperation(
@@ -212,16 +212,17 @@ def plan_set_update(
     tables = _resolve_tables(conn, configuration)
     data, version = _set_data(configuration)
     kept = {(table.schema, table.name) for table in tables}
+    implementation = _capture(conn, dsn)
     statements = [
-        *install.base_statements(context.cluster, hstore, _capture(conn, dsn)),
+        *install.base_statements(context.cluster, hstore, implementation),
         install.create_queue(context.cluster, set_name),
     ]
-    notes = _trigger_notes(tables)
+    gone: list[tuple[str, str]] = []
     for old in current.value.tables:
         if (old.schema, old.name) in kept:
             continue
         if Catalog(conn).table(old.schema, old.name) is None:
-            notes.append(f"table {old.schema!r}.{old.name!r} no longer exists: nothing to remove")
+            gone.append((old.schema, old.name))
             continue
         statements += install.drop_triggers(context.cluster, set_name, old.schema, old.name)
     for old in current.value.tables:
@@ -239,6 +240,10 @@ def plan_set_update(
             )
         )
     statements += extra
+    table_changes = changes.set_update(
+        set_name, current.value.tables, tables, configuration.tables, gone
+    )
+    added = sum(change.change == "added" for change in table_changes)
     return Plan(
         summary=summary
         or (
@@ -246,7 +251,7 @@ def plan_set_update(
             f"from version {set_version(current.value)} to {version}"
         ),
         cluster=context.cluster,
-        databases=(DatabaseStep(dsn, tuple(statements)),),
+        databases=(DatabaseStep(dsn, tuple(statements), implementation),),
         zookeeper=(
             _check(cluster_node),
             ZooKeeperOperation(
@@ -257,7 +262,8 @@ def plan_set_update(
                 description=f"ReplicationSetConfiguration version {version}",
             ),
         ),
-        notes=tuple(notes),
+        tables=tuple(table_changes),
+        grants=tuple(changes.grant_lines(context.cluster, set_name, created=False, added=added)),
     )
 
 
@@ -274,14 +280,12 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
     dsn = current.value.database.dsn
     conn = context.connections.get(dsn)
     statements = []
-    notes = []
+    table_changes = []
     for table in current.value.tables:
-        if Catalog(conn).table(table.schema, table.name) is None:
-            notes.append(
-                f"table {table.schema!r}.{table.name!r} no longer exists: nothing to remove"
-            )
-            continue
-        statements += install.drop_triggers(context.cluster, set_name, table.schema, table.name)
+        exists = Catalog(conn).table(table.schema, table.name) is not None
+        table_changes.append(changes.removed(set_name, table, exists=exists))
+        if exists:
+            statements += install.drop_triggers(context.cluster, set_name, table.schema, table.name)
     if catalog.queue_exists(conn, names.queue_name(context.cluster, set_name)):
         statements.append(install.drop_queue(context.cluster, set_name))
     zookeeper = [_check(cluster_node)]
@@ -304,7 +308,7 @@ def plan_set_drop(context: Context, set_name: str) -> Plan:
         cluster=context.cluster,
         databases=(DatabaseStep(dsn, tuple(statements)),) if statements else (),
         zookeeper=tuple(zookeeper),
-        notes=tuple(notes),
+        tables=tuple(table_changes),
     )
 
 
@@ -321,6 +325,7 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
     steps: dict[str, DatabaseStep] = {}
     checks = []
     notes: list[str] = []
+    table_changes: list[changes.TableChange] = []
     for set_name in context.store.set_names():
         node = context.store.read_set(set_name)
         checks.append(_check(node))
@@ -330,10 +335,11 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
         # would wait on each other's locks.
         key = node_id(conn, context.cluster) or dsn
         if key not in steps:
+            implementation = _capture(conn, dsn)
             base = install.base_statements(
-                context.cluster, _hstore_schema(conn, dsn), _capture(conn, dsn)
+                context.cluster, _hstore_schema(conn, dsn), implementation
             )
-            steps[key] = DatabaseStep(dsn, tuple(base))
+            steps[key] = DatabaseStep(dsn, tuple(base), implementation)
         # Every table's triggers as this pgshovel installs them (statement triggers where
         # they can capture), then its shape, recorded once in the history the relay
         # decodes with.
@@ -353,8 +359,9 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
                     f"they are ({error}); fix the table or the set and run "
                     "'pgshovel-admin set update'"
                 )
+                table_changes.append(changes.kept(set_name, table))
                 continue
-            notes += _trigger_notes([resolved])
+            table_changes.append(changes.reinstalled(set_name, resolved, table, table))
             statements += install.install_triggers(context.cluster, set_name, version, resolved)
         statements += [
             schema_capture.announce(
@@ -363,7 +370,7 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
             for table in present
         ]
         step = steps[key]
-        steps[key] = DatabaseStep(step.dsn, (*step.statements, *statements))
+        steps[key] = DatabaseStep(step.dsn, (*step.statements, *statements), step.capture)
     upgraded = configuration_pb2.ClusterConfiguration(version=pgshovel.__version__)
     return Plan(
         summary=(
@@ -383,4 +390,6 @@ def plan_cluster_upgrade(context: Context, *, force: bool) -> Plan:
             *checks,
         ),
         notes=tuple(notes),
+        tables=tuple(table_changes),
+        grants=tuple(changes.grant_lines(context.cluster)),
     )

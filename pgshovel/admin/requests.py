@@ -1,27 +1,33 @@
-"""``set resnapshot`` and ``set verify``: ask the set's running worker, wait, print its report.
+"""``set resnapshot`` and ``set verify``: ask every copy's worker, wait, print each copy's report.
 
 The request goes through ZooKeeper (``pgshovel.cluster.requests``), so the
-command works wherever the worker runs. The report lists, per table, what was
-copied or compared; for a verify, every range that differs with the rows
-counted on each side. ``verify`` exits 1 when differences remain. A
-``--where`` filter is checked before the request is written (``check_where``:
-one read-only boolean expression of the captured columns, parsed and planned
-by the source itself); the worker checks it again, since anyone who may write
-in ZooKeeper may write a request.
+command works wherever the workers run. It is addressed to the copies whose
+workers run when it is made (their status nodes, ``pgshovel.replication.status``):
+with none running it fails at once instead of waiting. Each copy answers on
+its own and the report names it by its target (``postgresql:host:port/db``,
+``parquet:/path``): per table, what was copied or compared; for a verify, every
+range that differs, with the buckets that differ and the rows those buckets
+hold on each side. ``verify`` exits 1 when differences remain in any copy.
+A ``--where`` filter is checked before the request is written
+(``check_where``: one read-only boolean expression of the captured columns,
+parsed and planned by the source itself); the worker checks it again, since
+anyone who may write in ZooKeeper may write a request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from kazoo.client import KazooClient
 
+from pgshovel.admin import activity
 from pgshovel.admin.connections import APPLICATION_NAME
-from pgshovel.cluster import requests
+from pgshovel.cluster import names, requests
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.cluster.requests import Request, Result
 from pgshovel.cluster.zookeeper import ClusterStore
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import ConfigurationError, NotRunning
 from pgshovel.source import Catalog, captured_shape, check_filter, check_filter_text, connect
 
 
@@ -40,25 +46,37 @@ def _bound(bound: Sequence[object] | None, missing: str) -> str:
     return missing if bound is None else "(" + ", ".join(str(v) for v in bound) + ")"
 
 
-def render(result: Result) -> str:
-    """The report, one table per block."""
-    lines = [f"status: {result.status}"]
+def render_result(result: Result, indent: str = "") -> list[str]:
+    """One copy's report, a block per table."""
+    lines = [f"{indent}status: {result.status}"]
     if result.message:
-        lines.append(f"message: {result.message}")
+        lines.append(f"{indent}message: {result.message}")
     for table in result.tables:
         lines.append(
-            f"{table.schema}.{table.table}: {table.purpose} of {table.ranges} range(s), "
+            f"{indent}{table.schema}.{table.table}: {table.purpose} of {table.ranges} range(s), "
             f"{table.rows} row(s)"
         )
         if table.purpose == "verify":
             if not table.differences:
-                lines.append("  no difference")
+                lines.append(f"{indent}  no difference")
             for index, lower, upper, source, copy, buckets in table.differences:
                 lines.append(
-                    f"  range {index} [{_bound(lower, '-inf')}, {_bound(upper, '+inf')}): "
-                    f"source {source} row(s), "
-                    f"copy {copy} row(s), {buckets} bucket(s) differ"
+                    f"{indent}  range {index} [{_bound(lower, '-inf')}, {_bound(upper, '+inf')}): "
+                    f"{buckets} bucket(s) differ, holding {source} row(s) in the source and "
+                    f"{copy} row(s) in the copy"
                 )
+    return lines
+
+
+def render(answers: Mapping[str, Result | None]) -> str:
+    """Every copy's report under its name; a copy without an answer says so."""
+    lines = []
+    for copy, result in answers.items():
+        lines.append(f"copy {copy}:")
+        if result is None:
+            lines.append("  no report yet (the request stays queued for its worker)")
+            continue
+        lines += render_result(result, "  ")
     return "\n".join(lines)
 
 
@@ -71,16 +89,37 @@ def differences_remain(result: Result) -> bool:
     return any(last.values())
 
 
+def running_copies(client: KazooClient, cluster: str, set_name: str) -> tuple[str, ...]:
+    """The copies whose workers run now (their status nodes), each once."""
+    copies = {
+        str(worker.document.get("copy") or worker.document.get("target") or worker.name)
+        for worker in activity.read_workers(client, cluster, set_name)
+    }
+    return tuple(sorted(copies))
+
+
 def ask(
     client: KazooClient,
     cluster: str,
     set_name: str,
     request: Request,
     timeout: float,
-) -> tuple[str, Result | None]:
-    """Submit and wait; the request's name and its result (None when ``timeout`` passed)."""
-    name = requests.submit(client, cluster, set_name, request)
-    return name, requests.wait(client, cluster, set_name, name, timeout)
+) -> tuple[str, dict[str, Result | None]]:
+    """Submit to the copies running now and wait; the request's name and each copy's answer
+    (None for a copy that did not answer within ``timeout``)."""
+    if client.exists(names.set_path(cluster, set_name)) is None:
+        raise ConfigurationError(
+            f"set {set_name!r} does not exist in cluster {cluster!r}; see 'pgshovel-admin set list'"
+        )
+    copies = running_copies(client, cluster, set_name)
+    if not copies:
+        raise NotRunning(
+            f"no worker of set {set_name!r} is running, so no copy can answer; start "
+            f"'pgshovel-replicate replication.yml {set_name}' and run this again"
+        )
+    name = requests.submit(client, cluster, set_name, replace(request, copies=copies))
+    answers = requests.wait_copies(client, cluster, set_name, name, copies, timeout)
+    return name, {copy: answers.get(copy) for copy in copies}
 
 
 def check_where(client: KazooClient, cluster: str, set_name: str, request: Request) -> None:

@@ -1,11 +1,14 @@
 """Requests to a set's replication worker through ZooKeeper, and the worker's answers.
 
 ``pgshovel-admin set resnapshot`` and ``set verify`` create a sequential node
-under ``/<cluster>/sets/<set>/requests``; the worker, wherever it runs, takes it
+under ``/<cluster>/sets/<set>/requests`` naming the copies it asks (those of the
+workers running then). Every worker of such a copy, wherever it runs, takes it
 between micro-batches, records the work in its target (so a restart resumes
-it), writes its progress and finally its report to
-``/<cluster>/sets/<set>/results/<request>``, and removes the request. The
-command waits for the report. Both sides use the JSON forms defined here.
+it), and writes its progress and finally its report under
+``/<cluster>/sets/<set>/results/<request>/<copy>``: one answer per copy, so
+two copies of a set (a PostgreSQL and a Parquet worker) never write over each
+other's report. Whoever sees the last copy answer (the command, or the
+worker) removes the request. Both sides use the JSON forms defined here.
 Request and result nodes get the ACL of their set's node, whoever creates
 them: the worker that reads the set reads its requests (a request written with
 credentials the worker lacks blocked every later one). A node the client may
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -42,6 +47,8 @@ class Request:
     tables: tuple[tuple[str, str], ...] = ()
     where: str = ""
     repair: bool = False
+    #: the copies asked (``copy_name`` of their targets); empty: any worker's
+    copies: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -71,12 +78,20 @@ class Request:
             raise ConfigurationError(
                 f"where {where!r} is not text or repair {repair!r} is not true/false"
             )
+        copies = document.get("copies") or []
+        if not isinstance(copies, list) or not all(isinstance(copy, str) for copy in copies):
+            raise ConfigurationError(f"copies {copies!r} are not a list of copy names")
         return cls(
             kind=kind,
             tables=tuple((schema, table) for schema, table in tables),
             where=where,
             repair=repair,
+            copies=tuple(copies),
         )
+
+    def asks(self, copy: str) -> bool:
+        """Whether the worker of ``copy`` is to answer this request."""
+        return not self.copies or copy in self.copies
 
 
 @dataclass(frozen=True)
@@ -194,6 +209,67 @@ def write_result(
             client.set(path, result.encode())
 
 
+def copy_key(copy: str) -> str:
+    """A copy's name as a ZooKeeper node name (``/`` and ``%`` escaped)."""
+    return quote(copy, safe="")
+
+
+def _copy_path(cluster: str, set_name: str, name: str, copy: str) -> str:
+    return f"{names.results_path(cluster, set_name)}/{name}/{copy_key(copy)}"
+
+
+def write_copy_result(
+    client: KazooClient, cluster: str, set_name: str, name: str, copy: str, result: Result
+) -> None:
+    """The answer of ``copy`` to request ``name`` (progress, then done or failed)."""
+    path = _copy_path(cluster, set_name, name, copy)
+    with authorized(client, path):
+        try:
+            client.set(path, result.encode())
+            return
+        except NoNodeError:
+            pass
+        try:
+            acl = set_acl(client, cluster, set_name)
+            client.create(path, result.encode(), acl=acl, makepath=True)
+        except NodeExistsError:
+            client.set(path, result.encode())
+
+
+def read_copy_result(
+    client: KazooClient, cluster: str, set_name: str, name: str, copy: str
+) -> Result | None:
+    path = _copy_path(cluster, set_name, name, copy)
+    try:
+        with authorized(client, path):
+            data, _ = client.get(path)
+    except NoNodeError:
+        return None
+    return Result.decode(data)
+
+
+def read_copy_results(
+    client: KazooClient, cluster: str, set_name: str, name: str
+) -> dict[str, Result]:
+    """Every copy's answer to request ``name`` so far, by copy name."""
+    path = f"{names.results_path(cluster, set_name)}/{name}"
+    try:
+        with authorized(client, path):
+            children = sorted(client.get_children(path))
+    except NoNodeError:
+        return {}
+    answers = {}
+    for child in children:
+        result = read_copy_result(client, cluster, set_name, name, unquote(child))
+        if result is not None:
+            answers[unquote(child)] = result
+    return answers
+
+
+def answered(result: Result | None) -> bool:
+    return result is not None and result.status in ("done", "failed")
+
+
 def read_result(client: KazooClient, cluster: str, set_name: str, name: str) -> Result | None:
     path = f"{names.results_path(cluster, set_name)}/{name}"
     try:
@@ -235,15 +311,49 @@ def remove_request(client: KazooClient, cluster: str, set_name: str, name: str) 
         pass
 
 
+def wait_copies(
+    client: KazooClient,
+    cluster: str,
+    set_name: str,
+    name: str,
+    copies: Sequence[str],
+    timeout: float,
+    poll: float = 0.5,
+) -> dict[str, Result]:
+    """The answers of ``copies`` to request ``name`` once each is done or failed, or those
+    there are when ``timeout`` passed; then the request is removed if every copy answered.
+
+    A worker of a version before per-copy answers writes the request's own node: that
+    answer counts for every copy.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        answers = {
+            copy: result
+            for copy, result in read_copy_results(client, cluster, set_name, name).items()
+            if answered(result)
+        }
+        older = read_result(client, cluster, set_name, name)
+        if older is not None and answered(older):
+            answers.update({copy: older for copy in copies if copy not in answers})
+        if all(copy in answers for copy in copies):
+            remove_request(client, cluster, set_name, name)
+            return answers
+        if time.monotonic() >= deadline:
+            return answers
+        time.sleep(poll)
+
+
 def wait(
     client: KazooClient, cluster: str, set_name: str, name: str, timeout: float, poll: float = 0.5
 ) -> Result | None:
-    """The request's result once done or failed; None if ``timeout`` passed first."""
+    """The result in the request's own node once done or failed (a request naming no copies:
+    written by hand, or by an older admin); None if ``timeout`` passed first."""
     deadline = time.monotonic() + timeout
     while True:
         result = read_result(client, cluster, set_name, name)
-        if result is not None and result.status in ("done", "failed"):
+        if answered(result):
             return result
         if time.monotonic() >= deadline:
-            return result if result is not None and result.status in ("done", "failed") else None
+            return None
         time.sleep(poll)

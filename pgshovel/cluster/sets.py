@@ -2,9 +2,10 @@
 
 A set file names the source database and the tables to capture; see
 example/set.yml for the documented format. Everything is validated when read:
-an invalid file is a ``ConfigurationError`` naming the file, the key and what
-is expected. The same checks run on text-format files, and ``to_document``
-turns a configuration back into the YAML shape (for ``set inspect``).
+an invalid file is a ``ConfigurationError`` listing every problem, one line
+each naming the file, the key and what is expected. The same checks run on
+text-format files, and ``to_document`` turns a configuration back into the
+YAML shape (for ``set inspect``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from pgshovel.protocol import configuration_pb2
 from pgshovel.settings import Settings, validate
 
 DEFAULT_SCHEMA = "public"
+#: packing's defaults (ext/packing.c): changes and bytes of their data per queue row
+PACKING_ROWS = 1000
+PACKING_BYTES = 16384
+#: what the trigger accepts (a row stays far below PostgreSQL's 1 GB per value)
+PACKING_MAX_ROWS = 1_000_000
+PACKING_MAX_BYTES = 64 * 1024 * 1024
 TEXT_FORMAT_SUFFIXES = (".txt", ".pbtxt", ".textproto", ".prototxt")
 
 __all__ = [
@@ -56,6 +63,16 @@ class DatabaseEntry(Settings):
     dsn: Annotated[str, Field(min_length=1)]
 
 
+class PackingEntry(Settings):
+    """``packing:``: how capture packs a transaction's changes into queue rows (README "Packed
+    events"); a key left out takes its default."""
+
+    #: changes per queue row at most; 1 writes a row per change (no packing)
+    rows: Annotated[int, Field(ge=1, le=PACKING_MAX_ROWS)] = PACKING_ROWS
+    #: bytes of change data per queue row at most
+    bytes: Annotated[int, Field(ge=1, le=PACKING_MAX_BYTES)] = PACKING_BYTES
+
+
 class SetFile(Settings):
     """A set file as written (YAML)."""
 
@@ -63,6 +80,8 @@ class SetFile(Settings):
     allow_unkeyed: bool = False
     #: every table's default for ``provenance`` (README "Provenance")
     provenance: bool = False
+    #: unset: the defaults, and the set's version stays what it was before packing existed
+    packing: PackingEntry | None = None
     tables: Annotated[list[TableEntry], Field(min_length=1)]
 
 
@@ -81,10 +100,13 @@ def _load_text_format(path: Path) -> configuration_pb2.ReplicationSetConfigurati
         text_format.Parse(text, configuration)
     except text_format.ParseError as error:
         raise ConfigurationError(f"{path}: invalid protobuf text format: {error}") from error
-    configuration.database.dsn = expand(configuration.database.dsn, str(path))
+    configuration.database.dsn = expand(configuration.database.dsn, str(path), where="database.dsn")
     for table in configuration.tables:
         if not table.schema:
             table.schema = DEFAULT_SCHEMA
+    if configuration.HasField("packing"):
+        configuration.packing.rows = configuration.packing.rows or PACKING_ROWS
+        configuration.packing.bytes = configuration.packing.bytes or PACKING_BYTES
     validate_set_configuration(configuration, str(path))
     return configuration
 
@@ -98,6 +120,9 @@ def parse_set_document(
         allow_unkeyed=parsed.allow_unkeyed
     )
     configuration.database.dsn = parsed.database.dsn
+    if parsed.packing is not None:
+        configuration.packing.rows = parsed.packing.rows
+        configuration.packing.bytes = parsed.packing.bytes
     for table in parsed.tables:
         configuration.tables.add(
             name=table.name,
@@ -110,53 +135,80 @@ def parse_set_document(
     return configuration
 
 
-def _fail(source: str, key: str, expected: str, value: object) -> ConfigurationError:
-    return ConfigurationError(f"{source}: {key}: expected {expected}, got {value!r}")
+def _expected(source: str, key: str, expected: str, value: object) -> str:
+    return f"{source}: {key}: expected {expected}, got {value!r}"
 
 
-def validate_set_configuration(
+def _packing_problems(
     configuration: configuration_pb2.ReplicationSetConfiguration, source: str
-) -> None:
-    """Check what the file alone can tell: names present, no duplicates, keys captured, no two
-    tables that would share a table topic (``pgshovel.cluster.names.colliding_tables``)."""
+) -> list[str]:
+    if not configuration.HasField("packing"):
+        return []
+    found = []
+    for key, most in (("rows", PACKING_MAX_ROWS), ("bytes", PACKING_MAX_BYTES)):
+        value = getattr(configuration.packing, key)
+        if not 1 <= value <= most:
+            found.append(_expected(source, f"packing.{key}", f"an integer from 1 to {most}", value))
+    return found
+
+
+def set_problems(
+    configuration: configuration_pb2.ReplicationSetConfiguration, source: str
+) -> list[str]:
+    """Every problem the file alone can tell, one line each naming the file and the key: names
+    present, no duplicates, keys captured, no two tables that would share a table topic
+    (``pgshovel.cluster.names.colliding_tables``)."""
+    found: list[str] = []
     if not configuration.database.dsn:
-        raise _fail(source, "database.dsn", "a non-empty libpq connection string", "")
+        found.append(_expected(source, "database.dsn", "a non-empty libpq connection string", ""))
     if not configuration.tables:
-        raise _fail(source, "tables", "a non-empty list of tables", [])
+        found.append(_expected(source, "tables", "a non-empty list of tables", []))
+    found.extend(_packing_problems(configuration, source))
     seen: set[tuple[str, str]] = set()
     for index, table in enumerate(configuration.tables):
         where = f"tables[{index}]"
         if not table.name:
-            raise _fail(source, f"{where}.name", "a non-empty table name", table.name)
+            found.append(_expected(source, f"{where}.name", "a non-empty table name", table.name))
         if not table.schema:
-            raise _fail(source, f"{where}.schema", "a non-empty schema name", table.schema)
-        if (table.schema, table.name) in seen:
-            raise ConfigurationError(
+            found.append(
+                _expected(source, f"{where}.schema", "a non-empty schema name", table.schema)
+            )
+        if table.name and table.schema and (table.schema, table.name) in seen:
+            found.append(
                 f"{source}: {where}: table {table.schema!r}.{table.name!r} is listed twice"
             )
         seen.add((table.schema, table.name))
         for key in ("key_columns", "columns"):
             listed = list(getattr(table, key))
             duplicates = sorted({name for name in listed if listed.count(name) > 1})
-            if duplicates:
-                raise ConfigurationError(
-                    f"{source}: {where}.{key}: column {duplicates[0]!r} is listed twice"
-                )
+            found += [
+                f"{source}: {where}.{key}: column {name!r} is listed twice" for name in duplicates
+            ]
         if table.columns:
-            missing = [key for key in table.key_columns if key not in table.columns]
-            if missing:
-                raise ConfigurationError(
-                    f"{source}: {where}.columns: must include the key column {missing[0]!r} "
-                    f"of table {table.schema!r}.{table.name!r}"
-                )
+            found += [
+                f"{source}: {where}.columns: must include the key column {key!r} "
+                f"of table {table.schema!r}.{table.name!r}"
+                for key in table.key_columns
+                if key not in table.columns
+            ]
     colliding = names.colliding_tables((table.schema, table.name) for table in configuration.tables)
     if colliding is not None:
         (schema_a, table_a), (schema_b, table_b), suffix = colliding
-        raise ConfigurationError(
+        found.append(
             f"{source}: tables: {schema_a!r}.{table_a!r} and {schema_b!r}.{table_b!r} would "
             f"publish into the same kafka table topic ('[prefix.]{suffix}'); rename one of "
             "them or leave one out of the set"
         )
+    return found
+
+
+def validate_set_configuration(
+    configuration: configuration_pb2.ReplicationSetConfiguration, source: str
+) -> None:
+    """Refuse a configuration with any of ``set_problems``, listing them all (one per line)."""
+    found = set_problems(configuration, source)
+    if found:
+        raise ConfigurationError("\n".join(found))
 
 
 def to_document(
@@ -174,11 +226,17 @@ def to_document(
         if table.provenance:
             entry["provenance"] = True
         tables.append(entry)
-    return {
+    document: dict[str, Any] = {
         "database": {"dsn": mask_dsn(dsn) if mask else dsn},
         "allow_unkeyed": configuration.allow_unkeyed,
-        "tables": tables,
     }
+    if configuration.HasField("packing"):
+        document["packing"] = {
+            "rows": configuration.packing.rows,
+            "bytes": configuration.packing.bytes,
+        }
+    document["tables"] = tables
+    return document
 
 
 def read_set(

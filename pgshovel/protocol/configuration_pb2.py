@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%pgshovel/protocol/configuration.proto\x12\x16pgshovel.configuration\"\'\n\x14\x43lusterConfiguration\x12\x0f\n\x07version\x18\x01 \x01(\t\"$\n\x15\x44\x61tabaseConfiguration\x12\x0b\n\x03\x64sn\x18\x01 \x01(\t\"l\n\x12TableConfiguration\x12\x0e\n\x06schema\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bkey_columns\x18\x03 \x03(\t\x12\x0f\n\x07\x63olumns\x18\x04 \x03(\t\x12\x12\n\nprovenance\x18\x05 \x01(\x08\"\xb1\x01\n\x1bReplicationSetConfiguration\x12?\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32-.pgshovel.configuration.DatabaseConfiguration\x12:\n\x06tables\x18\x02 \x03(\x0b\x32*.pgshovel.configuration.TableConfiguration\x12\x15\n\rallow_unkeyed\x18\x03 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%pgshovel/protocol/configuration.proto\x12\x16pgshovel.configuration\"\'\n\x14\x43lusterConfiguration\x12\x0f\n\x07version\x18\x01 \x01(\t\"$\n\x15\x44\x61tabaseConfiguration\x12\x0b\n\x03\x64sn\x18\x01 \x01(\t\"l\n\x12TableConfiguration\x12\x0e\n\x06schema\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bkey_columns\x18\x03 \x03(\t\x12\x0f\n\x07\x63olumns\x18\x04 \x03(\t\x12\x12\n\nprovenance\x18\x05 \x01(\x08\"3\n\x14PackingConfiguration\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\r\n\x05\x62ytes\x18\x02 \x01(\r\"\xf0\x01\n\x1bReplicationSetConfiguration\x12?\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32-.pgshovel.configuration.DatabaseConfiguration\x12:\n\x06tables\x18\x02 \x03(\x0b\x32*.pgshovel.configuration.TableConfiguration\x12\x15\n\rallow_unkeyed\x18\x03 \x01(\x08\x12=\n\x07packing\x18\x04 \x01(\x0b\x32,.pgshovel.configuration.PackingConfigurationb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pgshovel.protocol.configuration_pb2', globals())
@@ -26,6 +26,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _DATABASECONFIGURATION._serialized_end=142
   _TABLECONFIGURATION._serialized_start=144
   _TABLECONFIGURATION._serialized_end=252
-  _REPLICATIONSETCONFIGURATION._serialized_start=255
-  _REPLICATIONSETCONFIGURATION._serialized_end=432
+  _PACKINGCONFIGURATION._serialized_start=254
+  _PACKINGCONFIGURATION._serialized_end=305
+  _REPLICATIONSETCONFIGURATION._serialized_start=308
+  _REPLICATIONSETCONFIGURATION._serialized_end=548
 # @@protoc_insertion_point(module_scope)

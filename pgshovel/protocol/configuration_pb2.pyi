@@ -17,15 +17,25 @@ class DatabaseConfiguration(_message.Message):
     dsn: str
     def __init__(self, dsn: _Optional[str] = ...) -> None: ...
 
+class PackingConfiguration(_message.Message):
+    __slots__ = ["bytes", "rows"]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    rows: int
+    def __init__(self, rows: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
 class ReplicationSetConfiguration(_message.Message):
-    __slots__ = ["allow_unkeyed", "database", "tables"]
+    __slots__ = ["allow_unkeyed", "database", "packing", "tables"]
     ALLOW_UNKEYED_FIELD_NUMBER: _ClassVar[int]
     DATABASE_FIELD_NUMBER: _ClassVar[int]
+    PACKING_FIELD_NUMBER: _ClassVar[int]
     TABLES_FIELD_NUMBER: _ClassVar[int]
     allow_unkeyed: bool
     database: DatabaseConfiguration
+    packing: PackingConfiguration
     tables: _containers.RepeatedCompositeFieldContainer[TableConfiguration]
-    def __init__(self, database: _Optional[_Union[DatabaseConfiguration, _Mapping]] = ..., tables: _Optional[_Iterable[_Union[TableConfiguration, _Mapping]]] = ..., allow_unkeyed: bool = ...) -> None: ...
+    def __init__(self, database: _Optional[_Union[DatabaseConfiguration, _Mapping]] = ..., tables: _Optional[_Iterable[_Union[TableConfiguration, _Mapping]]] = ..., allow_unkeyed: bool = ..., packing: _Optional[_Union[PackingConfiguration, _Mapping]] = ...) -> None: ...
 
 class TableConfiguration(_message.Message):
     __slots__ = ["columns", "key_columns", "name", "provenance", "schema"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from pgshovel._kafka_log import kafka_logger
 from pgshovel.errors import BrokerUnavailable
 from pgshovel.stream.reader import consumer_settings
 
@@ -36,7 +37,7 @@ def live_keys(
     settings = consumer_settings(bootstrap_servers, properties)
     settings["group.id"] = "pgshovel-relay-truncate"
     settings["auto.offset.reset"] = "earliest"
-    consumer = Consumer(settings, logger=logger)
+    consumer = Consumer(settings, logger=kafka_logger(__name__))
     try:
         # The whole cluster's metadata: asking for one missing topic may create it.
         metadata = consumer.list_topics(timeout=timeout)
@@ -71,7 +72,7 @@ def holds_messages(
     """Whether ``topic`` exists and some partition of it holds a message."""
     settings = consumer_settings(bootstrap_servers, properties)
     settings["group.id"] = "pgshovel-relay-snapshot"
-    consumer = Consumer(settings, logger=logger)
+    consumer = Consumer(settings, logger=kafka_logger(__name__))
     try:
         metadata = consumer.list_topics(timeout=timeout)
         found = metadata.topics.get(topic)

@@ -37,6 +37,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from pgshovel._kafka_log import kafka_logger
 from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, MessageTooLarge
 from pgshovel.relay.live_keys import holds_messages, live_keys
@@ -162,7 +163,7 @@ class KafkaProducer:
     def connection(self) -> Producer:
         """The librdkafka producer, connected on first use and again after ``reset``."""
         if self._producer is None:
-            self._producer = Producer(self.settings, logger=logger)
+            self._producer = Producer(self.settings, logger=kafka_logger(__name__))
             self.generation += 1
         return self._producer
 
@@ -369,7 +370,8 @@ class KafkaProducer:
             )
             return
         admin = AdminClient(
-            {"bootstrap.servers": self.bootstrap_servers, **client_properties(self.properties)}
+            {"bootstrap.servers": self.bootstrap_servers, **client_properties(self.properties)},
+            logger=kafka_logger(__name__),
         )
         new = NewTopic(
             topic,

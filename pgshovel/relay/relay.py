@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 
 from pgshovel.abc import BatchInfo, EventDecoder, QueueReader, StreamWriter, TickInfo
@@ -33,6 +34,7 @@ from pgshovel.errors import BrokerUnavailable, LeadershipLost, MessageTooLarge, 
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.stream.handoff import parse_txid_snapshot
+from pgshovel.stream.operations import EVENT_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +101,8 @@ class BatchPublisher:
         started = time.monotonic()
         start_tick = batch.start.timestamp / 1e6
         metrics = self.metrics
+        metrics.publishing = True
+        tables: Counter[tuple[str, str]] = Counter()
         # A batch that cannot hold an event (the queue's sequence did not move between its
         # ticks) leaves the lag alone: its start tick may be old, nothing of it is pending.
         may_hold = batch.start.event_seq is None or batch.start.event_seq != batch.end.event_seq
@@ -127,6 +131,7 @@ class BatchPublisher:
                 if chunk_oldest < oldest_event:
                     oldest_event = chunk_oldest
                     metrics.refine(oldest_event, start_tick)
+                tables.update((row[5], row[6]) for row in chunk if row[3] in EVENT_TYPES)
                 framer.add(chunk)
                 count += len(chunk)
                 mark = clock()
@@ -142,17 +147,23 @@ class BatchPublisher:
             self.writer.flush()
             sending += clock() - fetched
         except BaseException as error:
+            metrics.publishing = False
             self.queue.abandon()
             self._roll_back(identifier, error)
             raise
         self.queue.finish(batch)
         seconds = time.monotonic() - started
         sent = self.writer.bytes_sent - size_before
-        lag = metrics.published() if may_hold else 0.0
+        # Whatever was pending went out with this batch (a batch holds events of transactions
+        # that wrote them before its start tick even when the sequence did not move).
+        lag = metrics.published() if count else metrics.nothing_published()
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent
-        logger.info(
+        metrics.tables.update(tables)
+        metrics.publishing = False
+        logger.log(
+            logging.INFO if count else logging.DEBUG,  # an idle tick's batch is no news
             "batch %d: %d events, %d bytes, %.3fs, lag %.3fs (reading %.3fs, decoding %.3fs, "
             "kafka %.3fs)",
             batch.id,
@@ -195,13 +206,27 @@ class BatchPublisher:
 
 
 class Pacer:
-    """Calls ``pgq.ticker`` at most once per interval (interval 0: never; pgqd ticks)."""
+    """Calls ``pgq.ticker`` at most once per interval (interval 0: never; pgqd ticks).
+
+    PgQ ticks when events were written since the last tick, else only after its
+    idle period (up to a minute, growing with the idle time). A transaction in
+    progress at a tick may have written its events before it: they belong to no
+    batch until a later tick, which without another write comes only at the idle
+    period. So when PgQ does not tick, the pacer looks for events committed after
+    the last tick's snapshot (by the transactions in progress at it, as they
+    finish, and by those begun after it) and, finding any, ticks at once
+    (``force_tick``): every commit reaches a batch within about one interval.
+    """
 
     def __init__(self, queue: QueueReader, interval: float, metrics: RelayMetrics) -> None:
         self.queue = queue
         self.interval = interval
         self.metrics = metrics
         self._next = 0.0
+        #: the last tick's txid snapshot; None until read (again) after a tick
+        self._snapshot: str | None = None
+        #: its transactions still in progress when last looked
+        self._watched: tuple[int, ...] = ()
 
     def maybe_tick(self) -> None:
         if self.interval <= 0:
@@ -210,8 +235,23 @@ class Pacer:
         if now < self._next:
             return
         self._next = now + self.interval
-        if self.queue.tick() is not None:
-            self.metrics.last_tick = time.time()
+        queue = self.queue
+        tick = queue.tick()
+        if tick is None:
+            if self._snapshot is None:
+                self._snapshot = queue.last_tick_snapshot()
+                if self._snapshot is None:
+                    return
+                self._watched = tuple(sorted(parse_txid_snapshot(self._snapshot).xip))
+            committed, self._watched = queue.committed_after(self._snapshot, self._watched)
+            if not committed:
+                return
+            tick = queue.force_tick()
+            if tick is None:
+                return
+            logger.debug("tick %d: events committed after the last tick's snapshot", tick)
+        self.metrics.last_tick = time.time()
+        self._snapshot = None
 
 
 def new_identifier() -> str:

@@ -42,12 +42,17 @@ from pgshovel.relay.failover import (
     wait_primary,
 )
 from pgshovel.relay.metrics import RelayMetrics
-from pgshovel.relay.queue import PgqQueue
+from pgshovel.relay.queue import BacklogGauge, PgqQueue
 from pgshovel.relay.relay import BatchPublisher, Pacer, lead
 from pgshovel.relay.status import RelayStatusBoard
 from pgshovel.source import read_node_id, source_dsn, translating
 
 logger = logging.getLogger(__name__)
+
+
+def _succeeded(metrics: RelayMetrics, policy: ErrorPolicy) -> None:
+    metrics.succeeded()
+    policy.succeeded()
 
 
 def new_identifier() -> str:
@@ -86,20 +91,29 @@ class Relay:
         writer.bind(names.topic_name(self.cluster, self.set_name))
         zookeeper = start_client(self.zookeeper_hosts)
         server: MetricsEndpoint | None = None
+        backlog: BacklogGauge | None = None
         watch: SetWatch | None = None
         board: RelayStatusBoard | None = None
         try:
-            watch = SetWatch.start(zookeeper, self.cluster, self.set_name)
+            watch = watched = SetWatch.start(zookeeper, self.cluster, self.set_name)
             board = RelayStatusBoard(
                 zookeeper, self.cluster, self.set_name, self.identifier, self.metrics
             ).start()
             if self.configuration.metrics_port is not None:
+                secret = self.configuration.source_connection.get_secret_value()
+                backlog = BacklogGauge(
+                    lambda: source_dsn(watched.current().dsn, secret),
+                    names.queue_name(self.cluster, self.set_name),
+                )
+                self.metrics.backlog = backlog
+                self.metrics.backlog_age = backlog.oldest_seconds
                 server = serve(
                     "pgshovel_relay",
                     (self.cluster, self.set_name),
                     self.metrics.series(),
                     self.configuration.metrics_host,
                     self.configuration.metrics_port,
+                    readiness=self.metrics.readiness,
                 )
             self._serve(zookeeper, writer, watch)
         finally:
@@ -109,6 +123,8 @@ class Relay:
                 watch.close()
             if server is not None:
                 server.close()
+            if backlog is not None:
+                backlog.close()
             writer.close()
             zookeeper.stop()
             zookeeper.close()
@@ -213,7 +229,7 @@ class Relay:
                     self.stop,
                     leadership.lost,
                     settings.poll_interval,
-                    policy.succeeded,
+                    functools.partial(_succeeded, self.metrics, policy),
                     functools.partial(gate.wait, queue.connection, self.stop, interrupted),
                 )
             except LeadershipLost:

@@ -10,6 +10,7 @@ once (see ``pgshovel._signals``).
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from pgshovel._cli import GlobalOptions, process_command, run
@@ -19,6 +20,7 @@ from pgshovel.metrics import serve
 from pgshovel.protocol import configuration_pb2
 from pgshovel.replication.config import load_configuration
 from pgshovel.replication.spark import require_spark, spark_session, stop_session
+from pgshovel.replication.targets import copy_name
 from pgshovel.replication.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -41,11 +43,14 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
     stop = StopRequest()
     stop.install()
     endpoint = None
-    spark = spark_session(replication.spark)
+    logger.info("starting Spark (master %s)…", replication.spark.master)
+    began = time.monotonic()
+    spark = spark_session(replication.spark, verbose=options.verbose)
     # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
     # KeyboardInterrupt: exit 130 at once); the worker's goes back, so that Ctrl-C, too,
     # stops it after the micro-batch in progress.
     stop.install()
+    logger.info("Spark ready in %.1fs", time.monotonic() - began)
     try:
         worker = Worker(
             options.cluster,
@@ -62,6 +67,8 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
                 worker.metrics.series(),
                 replication.metrics_host,
                 replication.metrics_port,
+                constant={"target": copy_name(replication.target)},
+                readiness=worker.metrics.readiness,
             )
         worker.run(stop)
     finally:

@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from pgshovel._numbers import MIN_RATE_SECONDS, rate, rows_of_estimate
 from pgshovel.abc import ChunkSink, ChunkTarget
 from pgshovel.cluster import names
 from pgshovel.errors import PgshovelError, ProgrammingError, TransientError
@@ -289,22 +290,24 @@ class IncrementalSnapshots:
         return state
 
     def _log(self, task: SnapshotTask, rows: int) -> None:
+        """A line per range done: the rate counts this process's rows of the task over the
+        time since its first range was started here (a repair's ranges took microseconds
+        to log from a clock started at their end: "439657058 rows/s")."""
         progress = self._progress.setdefault(task.id, Progress())
         progress.rows += rows
         seconds = time.monotonic() - progress.started
-        rate = progress.rows / seconds if seconds > 0 else 0.0
+        per_second = progress.rows / seconds if seconds >= MIN_RATE_SECONDS else 0.0
         remaining = max(0, task.estimate - task.rows)
-        eta = remaining / rate if rate > 0 else 0.0
+        eta = f"ETA {remaining / per_second:.0f}s" if per_second > 0 else "ETA n/a"
         logger.info(
-            "%s of %s.%s: range %d/%d, %d/~%d rows (%.0f rows/s, ETA %.0fs)",
+            "%s of %s.%s: range %d/%d, %s (%s, %s)",
             task.purpose,
             task.schema,
             task.table,
             len(task.done),
             len(task.ranges),
-            task.rows,
-            task.estimate,
-            rate,
+            rows_of_estimate(task.rows, task.estimate),
+            rate(progress.rows, seconds, "rows"),
             eta,
         )
 
@@ -361,6 +364,8 @@ class IncrementalSnapshots:
                     checksums=task.purpose == "verify",
                     cluster=self.cluster,
                 )
+                # the task's clock starts with its first range here, whoever planned it
+                self._progress.setdefault(task.id, Progress())
                 future = self._pool.submit(self._read, chunk, self._sink)
                 self._flights[attempt] = Flight(chunk, task.id, index, future)
 

@@ -5,29 +5,45 @@ yet committed to the target, in seconds: set when a micro-batch is read (its
 first batch's oldest change: the later of the batch's start tick, after which
 it committed, and its event time), kept through failures and retries (so it
 grows while the target is unreachable), and cleared when the target committed
-it; an idle stream (nothing to read) means 0. ``batch_lag_seconds`` is that age
-at the moment of the last commit: source commit to target commit.
+it; an idle stream (nothing to read) means 0, and so does a micro-batch without
+mutations (its batches' start ticks may be PgQ's idle ticks, a minute old).
+``batch_lag_seconds`` is that age at the moment of the last commit: source
+commit to target commit.
 """
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pgshovel.metrics import Delivery, Series
+from pgshovel.metrics import Delivery, Readiness, Series
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.state import WorkerState
 
 
 def oldest_change_seconds(batches: Sequence[CommittedBatch]) -> float | None:
-    """A lower bound of when the oldest change of ``batches`` committed (epoch seconds)."""
+    """A lower bound of when the oldest change of ``batches`` committed (epoch seconds); None
+    when they hold no mutation (an empty batch's start tick may be a minute old: PgQ's idle
+    ticks, and nothing of it waits for the target)."""
     for batch in batches:
-        start = batch.begin.start.timestamp / 1e6
         if batch.mutations:
+            start = batch.begin.start.timestamp / 1e6
             return max(start, batch.mutations[0].timestamp / 1e6)
-        if start:
-            return start
     return None
+
+
+@dataclass(frozen=True)
+class Applying:
+    """The micro-batch the worker is applying (read, not yet committed to the target)."""
+
+    #: the id of its first source batch
+    batch_id: int
+    batches: int
+    mutations: int
+    #: when it was read (epoch seconds)
+    since: float
 
 
 @dataclass
@@ -46,12 +62,27 @@ class WorkerMetrics(Delivery):
     streaming: bool = False
     #: the state last stored (its tasks give the snapshot progress)
     state: WorkerState | None = None
+    #: what is being applied now (None between micro-batches)
+    applying: Applying | None = None
+    #: mutations applied per (schema, table), and those read but not committed yet
+    tables: Counter[tuple[str, str]] = field(default_factory=Counter)
+    reading: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def read(self, batches: Sequence[CommittedBatch]) -> None:
-        """A micro-batch was read; a retry of the same changes keeps the older time."""
+        """A micro-batch was read; a retry of the same changes keeps the older times."""
         oldest = oldest_change_seconds(batches)
         if oldest is not None and (self.pending_since is None or oldest < self.pending_since):
             self.pending_since = oldest
+        self.reading.update((m.schema, m.table) for batch in batches for m in batch.mutations)
+        if batches:
+            first = batches[0].batch_id
+            again = self.applying is not None and self.applying.batch_id == first
+            self.applying = Applying(
+                first,
+                len(batches),
+                sum(len(batch.mutations) for batch in batches),
+                self.applying.since if again and self.applying is not None else time.time(),
+            )
 
     def applied(self, batches: int, mutations: int, rows: int, state: WorkerState) -> float:
         """The target committed a micro-batch; returns its lag (source to target commit)."""
@@ -60,13 +91,31 @@ class WorkerMetrics(Delivery):
         self.mutations += mutations
         self.rows += rows
         self.state = state
+        self.applying = None
+        self.tables.update(self.reading)
+        self.reading.clear()
         if state.position.consumed:
             self.offset = state.position.messages - 1
+        if self.pending_since is None:
+            return 0.0  # no mutation: the last micro-batch's lag stays
         return self.delivered()
+
+    def discarded(self) -> None:
+        """What was read is not applied (a failure, a batch whose parts are abandoned): it
+        will be read again."""
+        self.applying = None
+        self.reading.clear()
+
+    def readiness(self) -> Readiness:
+        """Ready while streaming, with the last step through (see ``step_readiness``)."""
+        if not self.streaming:
+            return False, "not streaming (loading the snapshot, or starting)"
+        return self.step_readiness(True, self.applying is not None)
 
     def idle(self, state: WorkerState, lag_messages: int) -> None:
         """Nothing to read: everything the stream held is applied."""
         self.pending_since = None
+        self.applying = None
         self.lag_messages = lag_messages
         self.state = state
 
@@ -75,6 +124,19 @@ class WorkerMetrics(Delivery):
             Series("micro_batches_total", "counter", "Micro-batches applied.", self._micro),
             Series("batches_total", "counter", "Source batches applied.", self._batches),
             Series("mutations_total", "counter", "Mutations applied.", self._mutations),
+            Series(
+                "table_mutations_total",
+                "counter",
+                "Mutations applied, per table.",
+                self._tables,
+                ("schema", "table"),
+            ),
+            Series(
+                "backlog_messages",
+                "gauge",
+                "Messages between the worker's position and the stream's end, as last read.",
+                self._lag_messages,
+            ),
             Series("rows_total", "counter", "Target rows written.", self._rows),
             *self.delivery_series(
                 "apply_lag_seconds",
@@ -85,7 +147,7 @@ class WorkerMetrics(Delivery):
             Series(
                 "lag_messages",
                 "gauge",
-                "Messages between the stream's end and the worker's position.",
+                "The same as backlog_messages (kept for existing dashboards).",
                 self._lag_messages,
             ),
             Series("streaming", "gauge", "1 once the snapshot is loaded.", self._streaming),
@@ -123,6 +185,9 @@ class WorkerMetrics(Delivery):
 
     def _rows(self) -> float:
         return self.rows
+
+    def _tables(self) -> list[tuple[tuple[str, ...], float]]:
+        return [(key, float(count)) for key, count in sorted(self.tables.items())]
 
     def _offset(self) -> float:
         return self.offset

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 
 from pyspark.accumulators import AccumulatorParam
 
+from pgshovel._numbers import rate, rows_of_estimate
+
 logger = logging.getLogger(__name__)
 
 Counts = dict[str, int]
@@ -31,12 +33,14 @@ class CountsParam(AccumulatorParam[Counts]):
 
 
 def format_progress(counts: Mapping[str, int], totals: Mapping[str, int], elapsed: float) -> str:
-    """``table: done/estimated rows (rate rows/s)`` for every table, pure."""
+    """``table: done/~estimated rows (rate rows/s)`` for every table, pure; a count past the
+    planner's estimate (rows written since) shows as ``done rows (~estimated estimated)``."""
     parts = []
     for table, estimated in totals.items():
         done = counts.get(table, 0)
-        rate = done / elapsed if elapsed > 0 else 0.0
-        parts.append(f"{table}: {done}/~{estimated} rows ({rate:.0f} rows/s)")
+        parts.append(
+            f"{table}: {rows_of_estimate(done, estimated)} ({rate(done, elapsed, 'rows')})"
+        )
     return "; ".join(parts)
 
 

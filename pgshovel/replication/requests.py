@@ -9,7 +9,10 @@ table report per finished task, ``done`` when every task of the request is
 finished, ``failed`` with the reason when it cannot be done: a request node
 that holds no request or cannot be read, one the checks refuse, or one whose
 reads or merges fail for a lasting reason. Refusing a request never stops the
-worker or the requests after it. A verify with
+worker or the requests after it. Every answer is this copy's, under its name
+(``copy_name`` of the target): another worker's copy of the same set answers
+the same request on its own, and the request goes once every copy it asks has
+answered. A verify with
 repair that found differing ranges copies just those ranges again, then
 verifies them again, before the request is done: whether a verify repairs is
 stored with its task (``SnapshotTask.repair``), so every table of the request
@@ -19,6 +22,7 @@ is repaired, and a restart in the middle changes nothing.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from kazoo.client import KazooClient
@@ -30,6 +34,7 @@ from pgshovel.cluster.requests import Request, Result, TableReport
 from pgshovel.cluster.zookeeper import start_client
 from pgshovel.errors import ConfigurationError, PgshovelError, TransientError
 from pgshovel.replication.incremental import new_task
+from pgshovel.replication.targets import copy_name
 from pgshovel.source import TableShape, check_filter, check_filter_text, connect
 from pgshovel.stream.state import Purpose, SnapshotTask, WorkerState
 
@@ -49,10 +54,16 @@ class RequestDesk:
         self.set_name = set_name
         self.source_dsn = source_dsn
         self.target = target
+        #: the name this worker answers under
+        self.copy = copy_name(target)
         self._client: KazooClient | None = None
+        #: the status board's thread asks for the client too
+        self._client_lock = threading.Lock()
         self._next_poll = 0.0
         #: requests refused whose answer ZooKeeper did not take: skipped from now on
         self._refused: set[str] = set()
+        #: the requests seen, by name (what their answers go with)
+        self._requests: dict[str, Request] = {}
         #: why the requests could not be read at the last poll ("" when they could)
         self._unread = ""
 
@@ -64,9 +75,10 @@ class RequestDesk:
 
     def zookeeper(self) -> KazooClient:
         """The desk's ZooKeeper client, started on first use (the status board shares it)."""
-        if self._client is None:
-            self._client = start_client(self.zookeeper_hosts)
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = start_client(self.zookeeper_hosts)
+            return self._client
 
     def take(self, state: WorkerState) -> WorkerState:
         """``state`` with the tasks of requests not taken yet (polled at most once a second).
@@ -89,39 +101,77 @@ class RequestDesk:
         origins = {task.origin for task in state.tasks}
         for queued in found:
             name = queued.name
+            if queued.request is not None:
+                self._requests[name] = queued.request
             if name in origins or name in self._refused:
                 continue
             try:
                 if queued.request is None:
                     self.refuse(name, queued.problem)
                     continue
-                if self._answered(client, name):
-                    requests.remove_request(client, self.cluster, self.set_name, name)
+                if not queued.request.asks(self.copy):
+                    continue  # asked of other copies (this one started after it was made)
+                if self._answered(client, name, queued.request):
+                    self._forget_if_answered(client, name, queued.request)
                     continue
                 state = self._accept(client, name, queued.request, state)
             except (KazooException, TransientError) as error:
                 logger.warning("request %s: %s; trying again later", name, error)
         return state
 
-    def _answered(self, client: KazooClient, name: str) -> bool:
+    def _answered(self, client: KazooClient, name: str, request: Request) -> bool:
+        """Whether this copy answered request ``name`` (for a request of an older admin,
+        naming no copies, whether anyone did)."""
         try:
-            result = requests.read_result(client, self.cluster, self.set_name, name)
+            mine = requests.read_copy_result(client, self.cluster, self.set_name, name, self.copy)
+            if requests.answered(mine):
+                return True
+            if request.copies:
+                return False
+            return requests.answered(
+                requests.read_result(client, self.cluster, self.set_name, name)
+            )
         except ConfigurationError:
             return False  # a result node holding no result: the worker's answer replaces it
-        return result is not None and result.status in ("done", "failed")
+
+    def _request(self, client: KazooClient, name: str) -> Request | None:
+        """Request ``name`` as seen, or as ZooKeeper holds it now (None: gone or unreadable)."""
+        if name not in self._requests:
+            for queued in requests.pending(client, self.cluster, self.set_name):
+                if queued.name == name and queued.request is not None:
+                    self._requests[name] = queued.request
+        return self._requests.get(name)
+
+    def _answer(
+        self, client: KazooClient, name: str, result: Result, request: Request | None
+    ) -> None:
+        """This copy's answer; also the request's own node for a request naming no copies
+        (written by hand, or by an older admin, which reads that node)."""
+        requests.write_copy_result(client, self.cluster, self.set_name, name, self.copy, result)
+        if request is None or not request.copies:
+            requests.write_result(client, self.cluster, self.set_name, name, result)
+
+    def _forget_if_answered(self, client: KazooClient, name: str, request: Request | None) -> None:
+        """Remove the request once every copy it asks has answered (its command may be gone);
+        one that names no copies, or holds no request, at once."""
+        if request is not None and request.copies:
+            answers = requests.read_copy_results(client, self.cluster, self.set_name, name)
+            if not all(requests.answered(answers.get(copy)) for copy in request.copies):
+                return
+        requests.remove_request(client, self.cluster, self.set_name, name)
 
     def refuse(self, name: str, reason: str) -> None:
-        """Answer request ``name`` with ``failed`` and ``reason`` and remove it. Where
-        ZooKeeper does not let the worker (a node made with other credentials), the reason
-        is logged once and the request left alone."""
+        """Answer request ``name`` with ``failed`` and ``reason`` for this copy, and remove it
+        once every copy it asks has answered (a node that holds no request: at once, its
+        failure written for every copy). Where ZooKeeper does not let the worker (a node
+        made with other credentials), the reason is logged once and the request left alone."""
         logger.error("request %s refused: %s", name, reason)
         self._refused.add(name)
         try:
             client = self.zookeeper()
-            requests.write_result(
-                client, self.cluster, self.set_name, name, Result("failed", reason)
-            )
-            requests.remove_request(client, self.cluster, self.set_name, name)
+            request = self._request(client, name)
+            self._answer(client, name, Result("failed", reason), request)
+            self._forget_if_answered(client, name, request)
         except (KazooException, PgshovelError) as error:
             logger.error("cannot answer request %s in zookeeper (%s): it is skipped", name, error)
             return
@@ -143,7 +193,7 @@ class RequestDesk:
         ]
         state = state.replace(tasks=(*state.tasks, *tasks))
         self.target.store_state(state)
-        requests.write_result(client, self.cluster, self.set_name, name, Result("running"))
+        self._answer(client, name, Result("running"), request)
         logger.info(
             "request %s: %s of %s",
             name,
@@ -218,15 +268,19 @@ class RequestDesk:
         remaining = [t for t in state.tasks if t.origin == task.origin and t.id != task.id]
         try:
             client = self.zookeeper()
-            current = requests.read_result(client, self.cluster, self.set_name, task.origin)
+            current = requests.read_copy_result(
+                client, self.cluster, self.set_name, task.origin, self.copy
+            )
             result = (current or Result("running")).with_table(report)
+            request = self._request(client, task.origin)
             if not remaining and not follow:
                 result = Result("done", result.message, result.tables)
-                requests.write_result(client, self.cluster, self.set_name, task.origin, result)
-                requests.remove_request(client, self.cluster, self.set_name, task.origin)
+                self._answer(client, task.origin, result, request)
+                if request is not None:
+                    self._forget_if_answered(client, task.origin, request)
                 logger.info("request %s done", task.origin)
             else:
-                requests.write_result(client, self.cluster, self.set_name, task.origin, result)
+                self._answer(client, task.origin, result, request)
         except (KazooException, PgshovelError) as error:
             logger.warning("cannot report request %s to zookeeper: %s", task.origin, error)
         return follow

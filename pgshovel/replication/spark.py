@@ -10,6 +10,11 @@ the driver binds and advertises 127.0.0.1 (``spark.driver.bindAddress``,
 Spark's default would advertise the first non-loopback interface. With any other
 master the executors must reach the driver, so Spark's own defaults stay.
 
+Spark logs errors only (``spark.log.level`` ERROR, and a log4j2 configuration
+of pgshovel's for the driver's startup, ``log4j2-quiet.properties``) unless
+``spark.conf`` sets ``spark.log.level`` or ``spark.driver.extraJavaOptions``;
+``verbose`` (``--verbose``) shows Spark's warnings and its startup lines.
+
 Spark's JVM is started ignoring SIGTERM, as PySpark already starts it ignoring
 SIGINT: a stop signal sent to the worker's whole process group (Ctrl-C,
 systemd's default kill mode) reaches the driver, which stops after its
@@ -33,6 +38,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -90,16 +96,28 @@ def runs_on_this_machine(master: str) -> bool:
     return all(host is not None and is_loopback_host(host) for host in hosts)
 
 
-def session_conf(settings: SparkSettings) -> dict[str, str]:
+#: Spark's logging when neither ``spark.conf`` nor ``--verbose`` says otherwise.
+QUIET_LOG_LEVEL = "ERROR"
+QUIET_LOG4J2 = Path(__file__).with_name("log4j2-quiet.properties")
+
+
+def session_conf(settings: SparkSettings, verbose: bool = False) -> dict[str, str]:
     """The Spark configuration the worker starts with: pgshovel's defaults, then ``spark.conf``."""
     conf = dict(DEFAULT_CONF)
     if runs_on_this_machine(settings.master):
         conf.update(LOCAL_DRIVER_CONF)
+    if verbose:
+        conf["spark.log.level"] = "WARN"
+    else:
+        conf["spark.log.level"] = QUIET_LOG_LEVEL
+        conf["spark.driver.extraJavaOptions"] = (
+            f"-Dlog4j2.configurationFile={QUIET_LOG4J2.resolve().as_uri()}"
+        )
     conf.update(settings.conf)
     return conf
 
 
-def spark_session(settings: SparkSettings) -> Any:
+def spark_session(settings: SparkSettings, verbose: bool = False) -> Any:
     """A SparkSession for ``settings`` (an existing one is reused, as Spark does).
 
     Task processes use ``$PYSPARK_PYTHON``, by default the running interpreter;
@@ -110,12 +128,10 @@ def spark_session(settings: SparkSettings) -> Any:
     # Tasks run pgshovel code: by default in this very interpreter (and its virtualenv).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
-    for key, value in session_conf(settings).items():
+    for key, value in session_conf(settings, verbose).items():
         builder = builder.config(key, value)
     with _jvm_ignoring_sigterm():
-        session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
+        return builder.getOrCreate()
 
 
 @contextlib.contextmanager

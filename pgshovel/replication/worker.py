@@ -32,6 +32,7 @@ from typing import Any
 
 from psycopg2.extensions import connection as Connection
 
+from pgshovel._numbers import rate
 from pgshovel.abc import ChunkTarget, TableLoadReport
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
@@ -48,6 +49,7 @@ from pgshovel.replication.metrics import WorkerMetrics
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.status import StatusBoard
+from pgshovel.replication.targets import copy_name
 from pgshovel.source import TableShape, connect, with_source_connection
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.handoff import HandoffFilter, Snapshot, parse_txid_snapshot
@@ -79,6 +81,28 @@ def end_horizon(batch: CommittedBatch) -> str:
     transaction visible in it had its events in this batch or an earlier one."""
     end = batch.begin.end
     return Snapshot.from_protobuf(end.snapshot).to_text() if end.HasField("snapshot") else ""
+
+
+def _log_applied(
+    counts: tuple[int, int, int], seconds: float, state: WorkerState, lag: float, behind: int
+) -> None:
+    """One line per micro-batch with mutations (DEBUG without): ``counts`` are its batches,
+    mutations and rows; the seconds are those of applying it (from its first part for a
+    batch in parts), the lag runs from the source commit."""
+    batches, mutations, rows = counts
+    logger.log(
+        logging.INFO if mutations else logging.DEBUG,
+        "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs of applying (%s); "
+        "position %s, lag %.3fs from source commit, %d message(s) behind",
+        batches,
+        mutations,
+        rows,
+        seconds,
+        rate(mutations, seconds, "mutations"),
+        state.position.describe(),
+        lag,
+        behind,
+    )
 
 
 def _sleeper(should_stop: Callable[[], bool]) -> Callable[[float], None]:
@@ -146,14 +170,22 @@ class Worker:
         try:
             while True:
                 try:
-                    return self._run(should_stop, policy.succeeded)
+                    return self._run(should_stop, self._succeeded(policy))
                 except PgshovelError as error:
                     self.metrics.failed(error)
+                    self.metrics.discarded()
                     policy.failed(error)
                     if should_stop():
                         return self.state
         finally:
             self.set_watch.close()
+
+    def _succeeded(self, policy: ErrorPolicy) -> Callable[[], None]:
+        def succeeded() -> None:
+            self.metrics.succeeded()
+            policy.succeeded()
+
+        return succeeded
 
     def _run(
         self, should_stop: Callable[[], bool], on_success: Callable[[], None]
@@ -176,12 +208,20 @@ class Worker:
         board = (
             None
             if desk is None
-            else StatusBoard(desk.zookeeper, self.cluster, self.set_name, type(target).__name__)
+            else StatusBoard(
+                desk.zookeeper,
+                self.cluster,
+                self.set_name,
+                type(target).__name__,
+                copy=copy_name(target),
+            )
         )
         snapshots = self._incremental(target, desk) if isinstance(target, ChunkTarget) else None
         logger.info("target %s offers %s", type(target).__name__, capabilities.describe(target))
         try:
             state = target.open(self.cluster, self.set_name)
+            if board is not None:
+                board.keep_fresh(self.metrics)  # this worker holds the copy: it shows from now
             on_success()
             if state is None or state.phase == "snapshot":
                 if state is not None:
@@ -336,6 +376,8 @@ class Worker:
         #: the changes of a batch whose parts are applied but not committed
         parts: list[BatchChanges] = []
         in_parts = 0
+        #: when the first part of the batch in parts began to be applied
+        parts_began: float | None = None
         committed = state
         for micro_batch in self.configuration.stream.micro_batches(state, should_stop):
             if self.set_watch.moved.is_set() and not parts:
@@ -344,7 +386,7 @@ class Worker:
                 )
             if micro_batch.abandon and parts:
                 state = self._abandon(parts, committed)
-                parts, in_parts = [], 0
+                parts, in_parts, parts_began = [], 0, None
             if parts and not micro_batch.batches:
                 continue  # no other duty while a batch's parts are uncommitted
             if not micro_batch.batches:
@@ -356,8 +398,8 @@ class Worker:
                 on_success()
                 continue
             started = time.monotonic()
-            metrics.read(micro_batch.batches)
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
+            metrics.read(batches)
             plan = plan_micro_batch(
                 batches,
                 state.tables,
@@ -368,6 +410,7 @@ class Worker:
             self._report_broken(plan, state)
             capabilities.check_recopy(target, plan)
             if not batches[-1].complete:
+                parts_began = parts_began or started
                 state = self._apply_part(plan, state, snapshots, parts)
                 in_parts += len(batches[-1].mutations)
                 continue
@@ -389,23 +432,19 @@ class Worker:
                 parts = []
             on_success()
             mutations = sum(len(batch.mutations) for batch in batches) + in_parts
-            in_parts = 0
+            # A batch applied in parts counts from its first part: its mutations are all of them.
+            began = parts_began or started
+            in_parts, parts_began = 0, None
             lag = metrics.applied(len(batches), mutations, rows, state)
             metrics.lag_messages = micro_batch.lag
             state = self.state = committed = self._duties(state, plan, snapshots, desk)
             metrics.state = state
             if board is not None:
                 board.publish(metrics)
-            seconds = time.monotonic() - started
-            logger.info(
-                "applied %d batch(es), %d mutation(s), %d row(s) in %.3fs (%.0f mutations/s); "
-                "position %s, lag %.3fs, %d message(s)",
-                len(batches),
-                mutations,
-                rows,
-                seconds,
-                mutations / seconds if seconds > 0 else 0.0,
-                state.position.describe(),
+            _log_applied(
+                (len(batches), mutations, rows),
+                time.monotonic() - began,
+                state,
                 lag,
                 micro_batch.lag,
             )
@@ -421,6 +460,7 @@ class Worker:
     def _abandon(self, parts: list[BatchChanges], committed: WorkerState) -> WorkerState:
         """The batch whose parts were applied rolled back: discard them, back to ``committed``."""
         self.configuration.target.abandon()
+        self.metrics.discarded()
         logger.warning(
             "batch %d ended without commit after %d part(s) of it were applied uncommitted "
             "(a relay stopped mid-batch and sends it again): they are discarded",

@@ -4,9 +4,11 @@
 127.0.0.1 ports, waits until each really answers, and records how to reach them
 in ``<state_dir>/sandbox.json`` (a :class:`SandboxConnection`); ``stop`` ends them
 by PID (``terminate`` does so from a record held in memory) and ``load`` reads
-the record back; ``status`` tells which still run; ``remember`` records a
-directory as the sandbox ``pgshovel-sandbox`` commands use when run elsewhere
-(see :mod:`pgshovel.sandbox._locate`); ``start_server`` adds a physical
+the record back; ``status`` tells which still run; ``data`` where the data
+is and how large, ``discard_data`` deletes it but keeps the logs;
+``remember`` records a directory as the sandbox ``pgshovel-sandbox`` commands
+run in the current directory (or below it) use (see
+:mod:`pgshovel.sandbox._locate`); ``start_server`` adds a physical
 standby of it (or a separate primary to fail over, see
 :mod:`pgshovel.sandbox._servers`); ``start_spark`` runs a Spark standalone
 cluster beside it from the pyspark package's jars (``stop_spark``,
@@ -24,7 +26,16 @@ tuned for speed, not durability (``fsync=off``, ``synchronous_commit=off``).
 
 from pgshovel.sandbox._children import ChildProcess
 from pgshovel.sandbox._connection import SandboxConnection
-from pgshovel.sandbox._lifecycle import ServiceStatus, start, status, stop, terminate
+from pgshovel.sandbox._lifecycle import (
+    DataPlace,
+    ServiceStatus,
+    data,
+    discard_data,
+    start,
+    status,
+    stop,
+    terminate,
+)
 from pgshovel.sandbox._locate import remember
 from pgshovel.sandbox._servers import Server, start_server, stop_server
 from pgshovel.sandbox._spark import kill_worker as kill_spark_worker
@@ -38,11 +49,14 @@ from pgshovel.sandbox._state import load
 
 __all__ = [
     "ChildProcess",
+    "DataPlace",
     "SandboxConnection",
     "Server",
     "ServiceStatus",
     "SparkCluster",
     "SparkProcess",
+    "data",
+    "discard_data",
     "kill_spark_worker",
     "load",
     "load_spark",

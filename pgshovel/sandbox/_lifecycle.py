@@ -6,11 +6,21 @@ recorded processes that are still the sandbox's own, re-choosing ports that are
 no longer free, reusing the data directories, and starting the servers again
 (:mod:`pgshovel.sandbox._startup`). Every command holds an exclusive lock on
 the state directory.
+
+``stop`` keeps the data, so ``start`` resumes the sandbox as it was (the three
+servers' data stays consistent: ZooKeeper's sets and Kafka's topics with the
+databases they came from); ``data`` says where it is and how large, PostgreSQL's
+too when it lives outside the state directory (under the ``postgres`` user's
+home, see :func:`pgshovel.sandbox._postgres.locate`). ``stop(purge=True)``
+deletes all of it; ``discard_data`` deletes the servers' data of a stopped
+sandbox but keeps its logs (the test harness, after a failed run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +34,20 @@ from pgshovel.sandbox._state import load
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 90.0
+
+
+#: the state directory's data directories (logs and sandbox.json are beside them)
+DATA_DIRECTORIES = ("postgres", "zookeeper", "kafka")
+
+
+@dataclass(frozen=True)
+class DataPlace:
+    """A directory holding a sandbox's data, and its size."""
+
+    path: Path
+    size: int
+    #: PostgreSQL's data, kept outside the state directory (its server user cannot enter it)
+    outside: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,41 @@ def stop(state_dir: Path, purge: bool = False) -> None:
             _postgres.purge(_state.location(state_dir, previous), state_dir)
             shutil.rmtree(state_dir)
             logger.info("removed %s", state_dir)
+
+
+def data(state_dir: Path) -> list[DataPlace]:
+    """Where the sandbox in ``state_dir`` keeps data, and how much: the state directory, and
+    PostgreSQL's data directory's root when it is elsewhere."""
+    state_dir = Path(state_dir).resolve()
+    if not state_dir.is_dir():
+        return []
+    places = [DataPlace(state_dir, _size(state_dir))]
+    where = _state.location(state_dir, _load_quietly(state_dir))
+    if not where.root.is_relative_to(state_dir) and where.root.exists():
+        places.append(DataPlace(where.root, _size(where.root), outside=True))
+    return places
+
+
+def discard_data(state_dir: Path) -> None:
+    """Delete the data of a stopped sandbox (PostgreSQL's too, wherever it is); keep its logs
+    and ``sandbox.json``."""
+    state_dir = Path(state_dir).resolve()
+    if not state_dir.is_dir():
+        return
+    with _state.locked(state_dir):
+        _postgres.purge(_state.location(state_dir, _load_quietly(state_dir)), state_dir)
+        for name in DATA_DIRECTORIES:
+            shutil.rmtree(state_dir / name, ignore_errors=True)
+
+
+def _size(root: Path) -> int:
+    """The bytes of the files under ``root`` (what cannot be read counts 0)."""
+    total = 0
+    for directory, _subdirectories, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(directory) / name).lstat().st_size
+    return total
 
 
 def terminate(connection: SandboxConnection) -> None:

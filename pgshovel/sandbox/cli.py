@@ -2,8 +2,11 @@
 
 The state directory comes from ``--state-dir`` or ``PGSHOVEL_SANDBOX_DIR``,
 else from the rule in :mod:`pgshovel.sandbox._locate` (the nearest
-``.sandbox``, else the one ``up`` started last). ``eval "$(pgshovel-sandbox
-env)"`` points every pgshovel command and configuration at the running sandbox.
+``.sandbox``, or the sandbox ``up`` recorded for the current directory or a
+parent); ``status``, ``env`` and ``down`` say which one they act on and how it
+was found. ``eval "$(pgshovel-sandbox env)"`` points every pgshovel command and
+configuration at the running sandbox. ``down`` keeps the data and says where
+it is and how large (``--purge`` deletes it).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 STATE_DIR_HELP = (
     "Directory holding the servers' data, logs and sandbox.json. Env: PGSHOVEL_SANDBOX_DIR. "
     "Default: the nearest .sandbox holding a sandbox.json in the current directory or a "
-    "parent, else {fallback}."
+    "parent{fallback}."
 )
 
 
@@ -40,10 +43,11 @@ def state_dir_option(fallback: str) -> Callable[[F], F]:
     )
 
 
-#: ``up`` creates the sandbox where it is run; the others find the one started last.
-up_state_dir = state_dir_option("./.sandbox")
+#: ``up`` creates the sandbox where it is run; the others find the one it recorded there.
+up_state_dir = state_dir_option(", else ./.sandbox")
 existing_state_dir = state_dir_option(
-    "the one 'up' started last (recorded in ${XDG_STATE_HOME:-~/.local/state}/pgshovel/sandbox)"
+    " (or the sandbox 'up' recorded for it, in "
+    "${XDG_STATE_HOME:-~/.local/state}/pgshovel/sandboxes)"
 )
 
 
@@ -62,9 +66,10 @@ def sandbox(log_level: str) -> None:
 
     Every command acts on the sandbox in --state-dir (env PGSHOVEL_SANDBOX_DIR)
     if given, else on the nearest .sandbox directory holding a sandbox.json in
-    the current directory or one of its parents. Failing that, 'up' creates
-    ./.sandbox, and the other commands use the sandbox 'up' started last, so
-    they work from any directory.
+    the current directory or one of its parents, or the sandbox 'up' recorded
+    for one of them ('up --state-dir DIR' run there). Failing that, 'up'
+    creates ./.sandbox; the other commands stop with the sandboxes recorded for
+    other directories, never picking one of them.
     """
     _cli.configure_logging(log_level)
 
@@ -134,29 +139,73 @@ def up(
 
 @sandbox.command()
 @existing_state_dir
-@click.option("--purge", is_flag=True, help="Also delete the state directory and all data.")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also delete the state directory and all data (PostgreSQL's too, where it lives "
+    "outside it).",
+)
 def down(state_dir: Path | None, purge: bool) -> None:
-    """Stop every process of the stack; safe to repeat."""
+    """Stop every process of the stack; safe to repeat.
+
+    The data stays, so 'up' starts the sandbox again as it was: 'down' says
+    where and how much (as root, PostgreSQL's data lives under the postgres
+    user's home when that user cannot enter the state directory). --purge
+    deletes all of it.
+    """
     try:
-        directory = _locate.for_existing(state_dir)
+        located = _locate.locate_existing(state_dir)
     except SandboxError as error:
         click.echo(f"nothing to stop: {error}")
         return
+    directory = located.state_dir
+    if not directory.is_dir():
+        click.echo(f"nothing to stop: no sandbox in {str(directory)!r}")
+        return
+    places = _lifecycle.data(directory)
     _lifecycle.stop(directory, purge=purge)
     if purge:
         _locate.forget(directory)
-    click.echo(f"sandbox in {directory} {'purged' if purge else 'stopped'}")
+        deleted = " and ".join(repr(str(place.path)) for place in places)
+        click.echo(f"{located.describe()} purged: deleted {deleted}")
+        return
+    click.echo(f"{located.describe()} stopped")
+    click.echo(f"its data stays: {_describe_data(_lifecycle.data(directory))}")
+    quoted = shlex.quote(str(directory))
+    click.echo(
+        f"'{_restart_command(directory)}' starts it again with its data; "
+        f"'pgshovel-sandbox down --purge --state-dir {quoted}' deletes it"
+    )
+
+
+def _describe_data(places: list[_lifecycle.DataPlace]) -> str:
+    """``12.3 MB in '/p/.sandbox', 97.0 MB of PostgreSQL's in '/var/lib/...' (...)``."""
+    parts = []
+    for place in places:
+        size = f"{place.size / 1e6:.1f} MB"
+        if place.outside:
+            parts.append(
+                f"{size} of PostgreSQL's in {str(place.path)!r} (outside the state directory, "
+                "which its server user cannot enter)"
+            )
+        else:
+            parts.append(f"{size} in {str(place.path)!r}")
+    return ", ".join(parts) or "none"
 
 
 @sandbox.command()
 @existing_state_dir
 def status(state_dir: Path | None) -> None:
-    """Show each service's PID, port and whether it runs; exit 1 if any is down."""
-    state_dir = _locate.for_existing(state_dir)
+    """Say which sandbox (state directory) and how it was found, then each service's PID,
+    port and whether it runs, and where its data is; exit 1 if any service is down."""
+    located = _locate.locate_existing(state_dir)
+    state_dir = located.state_dir
+    click.echo(located.describe())
     report = _lifecycle.status(state_dir)
     for service in report:
         state = "running" if service.running else "down"
         click.echo(f"{service.name:<14} pid={service.pid} port={service.port} {state}")
+    click.echo(f"data: {_describe_data(_lifecycle.data(state_dir))}")
     down = [service.name for service in report if not service.running]
     if down:
         raise SandboxError(
@@ -168,8 +217,10 @@ def status(state_dir: Path | None) -> None:
 @sandbox.command()
 @existing_state_dir
 def env(state_dir: Path | None) -> None:
-    """Print shell exports (PGSHOVEL_*) for the running sandbox."""
-    state_dir = _locate.for_existing(state_dir)
+    """Print shell exports (PGSHOVEL_*) for the running sandbox (which one: on stderr)."""
+    located = _locate.locate_existing(state_dir)
+    state_dir = located.state_dir
+    click.echo(f"pgshovel-sandbox env: {located.describe()}", err=True)
     down = [service.name for service in _lifecycle.status(state_dir) if not service.running]
     if down:
         raise SandboxError(

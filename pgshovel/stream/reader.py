@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from google.protobuf.message import DecodeError
 
+from pgshovel._kafka_log import kafka_logger
 from pgshovel._kafka_properties import client_properties
 from pgshovel.errors import BrokerUnavailable, StreamError
 from pgshovel.protocol import stream_pb2
@@ -70,7 +71,7 @@ class KafkaReader:
         self.topic = topic
         self.timeout = timeout
         self._consumer = Consumer(
-            consumer_settings(bootstrap_servers, properties or {}), logger=logger
+            consumer_settings(bootstrap_servers, properties or {}), logger=kafka_logger(__name__)
         )
 
     def cached_end(self, partition: int = 0) -> int | None:

@@ -31,6 +31,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("products", "customers", "orders", "order_lines", "Shipping Notes")
+#: a warning from librdkafka (through Python logging or its own stderr lines), Spark (log4j)
+#: or its JVM
+KAFKA_OR_SPARK_WARNING = re.compile(
+    r"CONFWARN|^%[0-4]\|\d|\bWARN\b|log4j|jdk\.incubator|WARNING\b.*(kafka|spark|py4j)", re.I
+)
+#: Spark's log4j lines (its default layout, and pgshovel's quiet one's below-error levels)
+SPARK_LOG4J = re.compile(
+    r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO)|log4j profile|Setting default log level"
+)
 STARTED = re.compile(r"started (pgshovel-relay|pgshovel-replicate) \(pid (\d+)\)")
 CONSOLE = re.compile(r"==> console: (http://\S+) \(pgshovel-admin serve, pid (\d+);")
 LIVE = re.compile(r"copy applies (\d+) mutations/s \((\d+) in all\), lag [\d.]+ s \| rows: ")
@@ -119,6 +128,24 @@ def test_short_demo_converges_and_stops_its_processes(
         counts = re.findall(r"\s(\d+)\s", line)
         assert counts[0] == counts[1] and int(counts[0]) > 0, line
     assert "the replica converged" in done.stdout
+    # Quiet by default: librdkafka's broker-compatibility warnings once per process at most,
+    # Spark's startup lines and warnings not at all.
+    noise = [line for line in output.splitlines() if KAFKA_OR_SPARK_WARNING.search(line)]
+    assert len(noise) <= 1, "\n".join(noise)
+    # The processes' own logs (the demo shows them as they go): one broker-compatibility
+    # line per process, no Spark logging but errors, and Spark's start and readiness.
+    logs = Path(sandbox.state_dir) / "demo"
+    for name in ("relay", "worker"):
+        text = (logs / f"{name}.log").read_text()
+        kafka = [line for line in text.splitlines() if "librdkafka" in line or "CONFWARN" in line]
+        assert len(kafka) <= 1, "\n".join(kafka)
+    worker_log = (logs / "worker.log").read_text()
+    spark = [line for line in worker_log.splitlines() if SPARK_LOG4J.search(line)]
+    assert not spark, "\n".join(spark[:10])
+    assert "starting Spark" in worker_log and "Spark ready in" in worker_log
+    # batches of idle ticks are no news (DEBUG)
+    idle = re.findall(r".* INFO .*batch \d+: 0 events.*", (logs / "relay.log").read_text())
+    assert not idle, "\n".join(idle[:5])
     assert "workload done:" in done.stdout and "relayed" in done.stdout
     # Progress while the worker starts, then live lines while the workload still runs.
     before_end = done.stdout.split("workload done:", 1)[0]

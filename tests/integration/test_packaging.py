@@ -145,6 +145,7 @@ def test_the_wheel_carries_the_protocol_modules_sql_and_entry_points(tmp_path: P
     for sql_file in sorted((ROOT / "sql").glob("*.sql")):
         assert f"pgshovel/_sql/{sql_file.name}" in names
     assert "pgshovel/py.typed" in names
+    assert "pgshovel/replication/log4j2-quiet.properties" in names  # Spark's quiet logging
     # The console's pages (pgshovel-admin serve).
     for template in sorted((ROOT / "pgshovel/console/templates").glob("*.html")):
         assert f"pgshovel/console/templates/{template.name}" in names

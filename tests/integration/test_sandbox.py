@@ -1,7 +1,8 @@
 """The sandbox's services really work: PgQ batches, ZooKeeper watches, keyed Kafka messages.
 
 Also drives a second sandbox through ``pgshovel-sandbox`` exactly as a user
-would: ``up``, ``status``, ``env``, ``down`` (twice), and recovery from a crash;
+would: ``up``, ``status``, ``env``, ``down`` (twice, then the purge it names),
+which sandbox each finds from which directory, and recovery from a crash;
 a Spark cluster added to it with ``up --spark-workers``, stopped with ``spark
 down`` and with ``down``; and on the run's cluster, ``spark kill-worker`` and the
 replacement ``up --spark-workers`` starts.
@@ -32,6 +33,8 @@ from pgshovel.sandbox import (
     SandboxConnection,
     SparkCluster,
     _process,
+    data,
+    discard_data,
     load,
     load_spark,
     start,
@@ -134,13 +137,17 @@ def test_sandbox_json_records_the_running_services(sandbox: SandboxConnection) -
 
 @pytest.mark.slow
 def test_cli_up_status_env_down(tmp_path: Path) -> None:
-    """As the README uses it: ``up`` in a project, the other commands from anywhere."""
+    """As the README uses it: ``up`` in a project, the other commands from inside it; from
+    another directory only a sandbox ``up`` recorded there, never the project's."""
     project = tmp_path / "project"
     inside = project / "src" / "deep"
     inside.mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
     state_dir = project / ".sandbox"
+    found_here = f"sandbox in {str(state_dir)!r} (the .sandbox of {str(project)!r})"
 
     def cli(cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
         return _cli(tmp_path / "xdg-state", cwd, *arguments)
@@ -157,21 +164,44 @@ def test_cli_up_status_env_down(tmp_path: Path) -> None:
 
         # A Spark cluster on the running sandbox, stopped alone, then started again.
         spark_pids = _up_with_spark(cli, inside, state_dir)
-        exports = cli(elsewhere, "env")
+        exports = cli(inside, "env")
         assert f"export PGSHOVEL_SPARK_MASTER={load(state_dir).spark_master}\n" in exports.stdout
-        spark_down = cli(elsewhere, "spark", "down")
+        spark_down = cli(inside, "spark", "down")
         assert spark_down.returncode == 0, spark_down.stderr
         assert [pid for pid in spark_pids if _exists(pid)] == []
         assert load_spark(state_dir) is None and load(state_dir).spark_master == ""
-        assert "PGSHOVEL_SPARK_MASTER" not in cli(elsewhere, "env").stdout
+        assert "PGSHOVEL_SPARK_MASTER" not in cli(inside, "env").stdout
         assert load(state_dir).pids == pids
         spark_pids = _up_with_spark(cli, inside, state_dir)
         pids = {**pids, **{f"spark {pid}": pid for pid in spark_pids}}
 
-        assert cli(inside, "status").returncode == 0
-        assert cli(elsewhere, "status", "--state-dir", str(state_dir)).returncode == 0
-        exports = cli(elsewhere, "env")  # the one up started last
+        # status says which sandbox it reports on, how it was found, and where its data is.
+        report = cli(inside, "status")
+        assert report.returncode == 0, report.stderr
+        lines = report.stdout.splitlines()
+        assert lines[0] == found_here
+        assert lines[-1].startswith("data: ") and f"MB in {str(state_dir)!r}" in lines[-1]
+        data_dir = Path(load(state_dir).postgres_data_dir)
+        outside = not data_dir.is_relative_to(state_dir)
+        # As root under pytest's private temporary directory, PostgreSQL's data moves to
+        # the postgres user's home; status says so.
+        assert (f"of PostgreSQL's in {str(data_dir.parent)!r}" in lines[-1]) == outside
+
+        # From a directory the sandbox was not started for, nothing is picked silently.
+        refused = cli(elsewhere, "status")
+        assert refused.returncode == 1
+        assert f"no .sandbox/sandbox.json in {str(elsewhere)!r}" in refused.stderr
+        explicit = cli(elsewhere, "status", "--state-dir", str(state_dir))
+        assert explicit.returncode == 0, explicit.stderr
+        assert explicit.stdout.splitlines()[0] == f"sandbox in {str(state_dir)!r} (--state-dir)"
+        # 'up --state-dir' run in another directory records the sandbox for it.
+        assert cli(other, "up", "--state-dir", str(state_dir)).returncode == 0
+        exports = cli(other, "env")
         assert exports.returncode == 0, exports.stderr
+        assert exports.stderr.splitlines()[-1] == (
+            f"pgshovel-sandbox env: sandbox in {str(state_dir)!r} "
+            f"(recorded for {str(other)!r} by 'up')"
+        )
         for name in (
             "PGSHOVEL_ZOOKEEPER_HOSTS",
             "PGSHOVEL_SOURCE_DSN",
@@ -182,22 +212,42 @@ def test_cli_up_status_env_down(tmp_path: Path) -> None:
             assert f"export {name}=" in exports.stdout
         assert "export PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK=0.9.0.1\n" in exports.stdout
         assert "export PGSHOVEL_KAFKA_API_VERSION_REQUEST=false\n" in exports.stdout
+        # The record names the sandbox and where up ran, for a refusal elsewhere to list.
+        listed = cli(elsewhere, "env")
+        assert listed.returncode == 1
+        assert f"{str(state_dir)!r} (up in {str(other)!r})" in listed.stderr
 
-        down = cli(elsewhere, "down")
+        # down says the data stays, where and how much, and how to resume or delete it.
+        down = cli(inside, "down")
         assert down.returncode == 0, down.stderr
-        assert str(state_dir) in down.stdout
+        said = down.stdout.splitlines()
+        assert said[0] == f"{found_here} stopped"
+        assert said[1].startswith("its data stays: ") and f"in {str(state_dir)!r}" in said[1]
+        assert ("of PostgreSQL's in" in said[1]) == outside
+        assert said[2] == (
+            f"'pgshovel-sandbox up --state-dir {state_dir}' starts it again with its data; "
+            f"'pgshovel-sandbox down --purge --state-dir {state_dir}' deletes it"
+        )
         assert [pid for pid in pids.values() if _exists(pid)] == []
-        assert cli(elsewhere, "down").returncode == 0
-        after = cli(elsewhere, "status")
+        assert data_dir.is_dir(), "down keeps the data"
+        assert cli(inside, "down").returncode == 0
+        after = cli(inside, "status")
         assert after.returncode != 0 and "down" in after.stdout
-        assert cli(elsewhere, "env").returncode != 0
+        assert cli(inside, "env").returncode != 0
+        # The purge down named, run as printed, deletes everything, PostgreSQL's data too.
+        purge = shlex.split(said[2].split("; ", 1)[1].removesuffix("' deletes it").strip("'"))
+        purged = cli(elsewhere, *purge[1:])
+        assert purged.returncode == 0, purged.stderr
+        assert purged.stdout.startswith(f"sandbox in {str(state_dir)!r} (--state-dir) purged: ")
     finally:
         cli(elsewhere, "down", "--purge", "--state-dir", str(state_dir))
-    assert not state_dir.exists()
+    assert not state_dir.exists() and not data_dir.exists()
     # Purged and forgotten: nothing is found any more, and down has nothing to do.
-    gone = cli(elsewhere, "status")
-    assert gone.returncode == 1 and "no sandbox found" in gone.stderr
-    assert cli(elsewhere, "down").returncode == 0
+    for directory in (inside, other):
+        gone = cli(directory, "status")
+        assert gone.returncode == 1 and "no sandbox found" in gone.stderr
+        assert "recorded for other directories" not in gone.stderr
+        assert cli(directory, "down").returncode == 0
 
 
 @pytest.mark.slow
@@ -219,6 +269,22 @@ def test_up_recovers_from_a_crashed_run(tmp_path: Path) -> None:
         producer = Producer(recovered.kafka_config())
         producer.produce("after-crash", value=b"still works")
         assert producer.flush(30.0) == 0
+        # What the test harness does after a failed run: the logs stay, the data goes,
+        # PostgreSQL's too where it lives outside the state directory.
+        stop(state_dir)
+        postgres_root = Path(recovered.postgres_data_dir).parent
+        outside = not postgres_root.is_relative_to(state_dir.resolve())
+        places = data(state_dir)
+        assert postgres_root.is_dir() and places[0].path == state_dir.resolve()
+        assert [(place.path, place.outside) for place in places[1:]] == (
+            [(postgres_root, True)] if outside else []
+        )
+        assert all(place.size > 0 for place in places)
+        discard_data(state_dir)
+        assert not postgres_root.exists()
+        assert (state_dir / "postgres.log").is_file() and (state_dir / "sandbox.json").is_file()
+        assert not (state_dir / "zookeeper").exists() and not (state_dir / "kafka").exists()
+        assert [place.path for place in data(state_dir)] == [state_dir.resolve()]
     finally:
         stop(state_dir, purge=True)
     assert not state_dir.exists()

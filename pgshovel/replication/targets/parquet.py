@@ -149,6 +149,11 @@ class ParquetTarget:
         self._part_versions: list[tuple[str, str, Path]] = []
         self._part_logs: list[Path] = []
 
+    @property
+    def copy_name(self) -> str:
+        """``parquet:/absolute/path`` of the copy's root."""
+        return f"parquet:{self.root.absolute()}"
+
     def open(self, cluster: str, set_name: str) -> WorkerState | None:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = _files.lock_directory(self.root)

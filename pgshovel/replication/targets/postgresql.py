@@ -194,6 +194,18 @@ class PostgresTarget:
         return f"PostgresTarget(dsn={mask_dsn(self.dsn)!r}, audit={self.audit!r})"
 
     @property
+    def copy_name(self) -> str:
+        """``postgresql:host:port/dbname`` (what the DSN names of them; never a password)."""
+        try:
+            parameters = psycopg2.extensions.parse_dsn(self.dsn)
+        except psycopg2.ProgrammingError:
+            return "postgresql:<unparseable dsn>"
+        host = parameters.get("host") or parameters.get("hostaddr") or ""
+        port = parameters.get("port", "")
+        where = f"{host}:{port}" if port else host
+        return f"postgresql:{where}/{parameters.get('dbname', '')}"
+
+    @property
     def connection(self) -> Connection:
         if self._connection is None:
             raise ProgrammingError("postgresql target is not open; call open() first")

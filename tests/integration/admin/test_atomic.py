@@ -139,7 +139,11 @@ def test_upgrade_failing_on_one_database_changes_no_database(
     execute(second, f"CREATE FUNCTION {schema}.capture() RETURNS int LANGUAGE sql AS 'SELECT 1'")
     _data, before = zookeeper.get(f"/{cluster_name}")
 
-    plan = ok(admin(sandbox, cluster_name, "cluster", "upgrade", "--dry-run"))
+    summary = ok(admin(sandbox, cluster_name, "cluster", "upgrade", "--dry-run"))
+    assert "2 database(s)" in summary and "RETURNS trigger" not in summary
+    for name in ("one", "two"):
+        assert f"set {name!r}: 1 table(s): 1 unchanged" in summary.splitlines()
+    plan = ok(admin(sandbox, cluster_name, "cluster", "upgrade", "--dry-run", "--sql"))
     assert plan.count(".capture() RETURNS trigger") == 2 and "2 database(s)" in plan
     reason = failed(admin(sandbox, cluster_name, "cluster", "upgrade"))
     assert "cannot change return type" in reason and "nothing was changed" in reason

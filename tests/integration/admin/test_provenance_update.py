@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from pgshovel.admin import catalog
+from pgshovel.cluster.sets import PACKING_BYTES, PACKING_ROWS
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import admin, execute, ok
 
@@ -52,15 +53,20 @@ def test_set_update_turns_provenance_on_and_off(
     ok(admin(sandbox, cluster_name, "cluster", "initialize"))
     ok(admin(sandbox, cluster_name, "set", "create", "app", path))
     before = _arguments(database)
-    assert before and all(len(arguments) == 4 for arguments in before.values())
+    # No provenance (an empty fifth argument), packing by default (the sixth).
+    packing = f"{PACKING_ROWS},{PACKING_BYTES}"
+    assert before and all(arguments[4:] == ("", packing) for arguments in before.values())
 
     path.write_text(yaml.safe_dump({**document, "provenance": True}))
-    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", path, "--dry-run"))
+    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", path, "--dry-run", "--sql"))
     assert "'1'" in plan  # the fifth trigger argument
+    assert "  changed  public.orders: provenance off -> on; statement triggers reinstalled" in (
+        plan.splitlines()
+    )
     ok(admin(sandbox, cluster_name, "set", "update", "app", path))
     after = _arguments(database)
     assert after.keys() == before.keys()
-    assert all(len(arguments) == 5 and arguments[4] == "1" for arguments in after.values())
+    assert all(arguments[4:] == ("1", packing) for arguments in after.values())
     assert {arguments[1] for arguments in after.values()} != {a[1] for a in before.values()}
     assert "provenance: true" in ok(admin(sandbox, cluster_name, "set", "inspect", "app"))
     execute(database, "INSERT INTO orders VALUES (1, 'a')")
@@ -74,6 +80,11 @@ def test_set_update_turns_provenance_on_and_off(
         )
     )
     ok(admin(sandbox, cluster_name, "set", "update", "app", path))
-    assert all(len(arguments) == 4 for arguments in _arguments(database).values())
+    assert all(arguments[4:] == ("", packing) for arguments in _arguments(database).values())
     execute(database, "INSERT INTO orders VALUES (2, 'b')")
     assert len(_last_event(database)) == 2
+
+    # Packing off (a row per change): the triggers of before packing existed.
+    path.write_text(yaml.safe_dump({**document, "packing": {"rows": 1}}))
+    ok(admin(sandbox, cluster_name, "set", "update", "app", path))
+    assert all(len(arguments) == 4 for arguments in _arguments(database).values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -75,13 +76,41 @@ def test_set_lifecycle_and_dry_runs(
     assert zookeeper.exists(f"/{cluster_name}/sets/app") is None
     assert triggers(database) == set()
 
-    plan = ok(admin(sandbox, cluster_name, "set", "create", "app", set_file, "--dry-run"))
+    # A dry run prints a summary: tables, their triggers, grants, how much SQL; no SQL.
+    summary = ok(admin(sandbox, cluster_name, "set", "create", "app", set_file, "--dry-run"))
+    lines = summary.splitlines()
+    assert lines[1:4] == [
+        "set 'app': 2 table(s): 2 added",
+        "  added  public.orders: primary key (id), every column; statement triggers installed",
+        "  added  public.lines: primary key (order_id, line), every column; statement triggers "
+        "installed",
+    ]
+    assert lines[4] == (
+        "grants: EXECUTE on the 5 SECURITY DEFINER functions of schema "
+        f"'pgshovel_{cluster_name}' revoked from PUBLIC (as on every install)"
+    )
+    assert lines[5].startswith("grants: a relay or worker logging in as a role of its own")
+    assert re.fullmatch(
+        r"database '.*' \(one two-phase transaction; capture function LANGUAGE c\): "
+        r"\d+ statements",
+        lines[6],
+    )
+    assert f"  create /{cluster_name}/sets/app: ReplicationSetConfiguration version " in summary
+    assert lines[-2:] == ["sql: add --sql to print the statements", "dry run: nothing was changed"]
+    assert "CREATE TRIGGER" not in summary and len(lines) < 20
+    # --sql adds every statement, after the same summary.
+    plan = ok(admin(sandbox, cluster_name, "set", "create", "app", set_file, "--dry-run", "--sql"))
     assert (
         f'CREATE TRIGGER "{trigger}.update" AFTER UPDATE ON "public"."orders" REFERENCING '
         'OLD TABLE AS "pgshovel_old" NEW TABLE AS "pgshovel_new" FOR EACH STATEMENT' in plan
     )
+    assert plan.splitlines()[:6] == lines[:6]
     assert f"create /{cluster_name}/sets/app" in plan
-    assert "hunter2" not in plan
+    assert "hunter2" not in plan + summary
+    refused = admin(sandbox, cluster_name, "set", "create", "app", set_file, "--sql")
+    assert refused.returncode == 2 and "--sql prints the statements of a plan: add --dry-run" in (
+        refused.stderr
+    )
     assert zookeeper.exists(f"/{cluster_name}/sets/app") is None
     assert triggers(database) == set() and _queues(database) == []
 
@@ -122,7 +151,17 @@ def test_set_lifecycle_and_dry_runs(
     update_file = write_set(
         tmp_path, dsn, [{"name": "orders", "columns": ["id", "status"]}], name="update.yml"
     )
-    plan = ok(admin(sandbox, cluster_name, "set", "update", "app", update_file, "--dry-run"))
+    summary = ok(admin(sandbox, cluster_name, "set", "update", "app", update_file, "--dry-run"))
+    assert summary.splitlines()[1:4] == [
+        "set 'app': 2 table(s): 1 changed, 1 removed",
+        "  changed  public.orders: every column -> columns (id, status); statement triggers "
+        "reinstalled",
+        "  removed  public.lines: triggers dropped",
+    ]
+    assert "DROP TRIGGER" not in summary
+    plan = ok(
+        admin(sandbox, cluster_name, "set", "update", "app", update_file, "--dry-run", "--sql")
+    )
     assert f'DROP TRIGGER IF EXISTS "{trigger}" ON "public"."lines"' in plan
     assert set_version(_read_set(zookeeper, cluster_name, "app")) == version
     assert ("public", "lines", trigger) in triggers(database)
@@ -149,7 +188,13 @@ def test_set_lifecycle_and_dry_runs(
         admin(sandbox, cluster_name, "set", "inspect", "app")
     )
 
-    plan = ok(admin(sandbox, cluster_name, "set", "drop", "app", "--dry-run"))
+    summary = ok(admin(sandbox, cluster_name, "set", "drop", "app", "--dry-run"))
+    assert summary.splitlines()[1:3] == [
+        "set 'app': 1 table(s): 1 removed",
+        "  removed  public.orders: triggers dropped",
+    ]
+    assert f"delete /{cluster_name}/sets/app" in summary and "pgq.drop_queue" not in summary
+    plan = ok(admin(sandbox, cluster_name, "set", "drop", "app", "--dry-run", "--sql"))
     assert "pgq.drop_queue" in plan and f"delete /{cluster_name}/sets/app" in plan
     assert zookeeper.exists(f"/{cluster_name}/sets/app") is not None
     ok(admin(sandbox, cluster_name, "set", "drop", "app"))

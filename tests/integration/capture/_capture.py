@@ -14,6 +14,7 @@ from pgshovel.cluster import names
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.events import QueueEvent, QueueEventDecoder
+from pgshovel.relay.packing import unpacked
 from pgshovel.stream.provenance import ProvenanceResolver
 from tests.integration.admin._admin import context
 
@@ -27,9 +28,17 @@ def install(
     tables: Sequence[dict[str, Any]],
     *,
     allow_unkeyed: bool = False,
+    packing: dict[str, int] | None = None,
 ) -> None:
-    """Initialize the cluster and create the set (as `pgshovel-admin` would)."""
-    document = {"database": {"dsn": dsn}, "allow_unkeyed": allow_unkeyed, "tables": list(tables)}
+    """Initialize the cluster and create the set (as `pgshovel-admin` would); ``packing`` is the
+    set file's (unset: the defaults)."""
+    document: dict[str, Any] = {
+        "database": {"dsn": dsn},
+        "allow_unkeyed": allow_unkeyed,
+        "tables": list(tables),
+    }
+    if packing is not None:
+        document["packing"] = packing
     configuration = parse_set_document(document, "test")
     with context(zookeeper, cluster) as ctx:
         twophase.execute(planning.plan_cluster_initialize(ctx), ctx.connections, zookeeper)
@@ -46,9 +55,8 @@ def captured(dsn: str, cluster: str) -> list[stream_pb2.Mutation]:
     ]
 
 
-def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:
-    """Every event in the set's queue (mutations, schema changes), decoded, in event order,
-    each mutation with its provenance in full (as a stream reader resolves it)."""
+def queue_rows(dsn: str, cluster: str) -> list[tuple[Any, ...]]:
+    """The rows of the set's queue as PgQ holds them (packed rows too), in ``ev_id`` order."""
     conn = psycopg2.connect(dsn)
     try:
         with conn.cursor() as cursor:
@@ -64,7 +72,24 @@ def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:
                     "FROM {} ORDER BY ev_id"
                 ).format(sql.Identifier(schema, table))
             )
-            events = [QueueEvent(*row) for row in cursor.fetchall()]
+            return list(cursor.fetchall())
+    finally:
+        conn.close()
+
+
+def queue_events(dsn: str, cluster: str) -> list[QueueEvent]:
+    """Every event of the set's queue in event order, packed rows expanded as the relay
+    expands them (what the queue would hold without packing)."""
+    rows = queue_rows(dsn, cluster)
+    return [QueueEvent(*event) for chunk in unpacked([rows]) for event in chunk]
+
+
+def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:
+    """Every event in the set's queue (mutations, schema changes), decoded, in event order,
+    each mutation with its provenance in full (as a stream reader resolves it)."""
+    events = queue_events(dsn, cluster)
+    conn = psycopg2.connect(dsn)
+    try:
         decoder = QueueEventDecoder.for_queue(conn, cluster, names.queue_name(cluster, SET))
         messages = []
         resolver = ProvenanceResolver()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import psycopg2
 import pytest
 from kazoo.client import KazooClient
 from psycopg2 import sql
 
 from pgshovel.protocol import stream_pb2
+from pgshovel.relay.packing import PACKED_EVENT
 from tests.integration.admin._admin import execute
-from tests.integration.capture._capture import captured, install, row
+from tests.integration.capture._capture import captured, install, queue_rows, row
 
 pytestmark = pytest.mark.integration
 
@@ -65,3 +67,29 @@ def test_hostile_names_end_to_end(database: str, cluster_name: str, zookeeper: K
     assert [inserted[c].string for c in COLUMNS] == ["a", 'b"', "C", "д", "\\"]
     assert row(mutations[1].new)["ключ, {x}"].string == "changed"
     assert row(mutations[2].old)["ключ, {x}"].string == "changed"
+
+    # A transaction's changes packed into one queue row: the names travel in its header.
+    conn = psycopg2.connect(database)
+    try:
+        with conn, conn.cursor() as cursor:
+            for key in (2, 3):
+                cursor.execute(
+                    sql.SQL("INSERT INTO {} ({}, {}) VALUES (%s, %s)").format(
+                        target, sql.Identifier(KEY), sql.Identifier('quo"te')
+                    ),
+                    (key, f'"{key}"\n'),
+                )
+            cursor.execute(
+                sql.SQL("DELETE FROM {} WHERE {} = 2").format(target, sql.Identifier(KEY))
+            )
+    finally:
+        conn.close()
+    assert any(row[3] == PACKED_EVENT for row in queue_rows(database, cluster_name))
+    packed = captured(database, cluster_name)[3:]
+    assert [m.operation for m in packed] == [
+        stream_pb2.Mutation.INSERT,
+        stream_pb2.Mutation.INSERT,
+        stream_pb2.Mutation.DELETE,
+    ]
+    assert all((m.schema, m.table, list(m.key_columns)) == (SCHEMA, TABLE, [KEY]) for m in packed)
+    assert [row(m.new)['quo"te'].string for m in packed[:2]] == ['"2"\n', '"3"\n']

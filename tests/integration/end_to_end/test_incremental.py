@@ -29,6 +29,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from pgshovel.admin import planning, twophase
+from pgshovel.admin.requests import running_copies
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.replication.targets.parquet import current_path
 from pgshovel.sandbox import SandboxConnection
@@ -257,6 +258,14 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
             worker.stop()
             tamper_parquet(output_path(copy))
             worker = start_worker()
+            # verify asks the copies whose workers run: wait for the new one's status
+            wait_until(
+                lambda: running_copies(zookeeper, cluster_name, SET) != (),
+                "the worker's status",
+                180,
+                worker.alive,
+                worker.output,
+            )
         verify = admin(sandbox, cluster_name, "verify", SET, "big")
         wait_until(
             lambda: "verify of public.big" in worker.output(),
@@ -271,7 +280,9 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         assert code == 1, output_text
         assert "public.big: verify" in output_text
         assert re.search(
-            r"range \d+ \[.*\): source \d+ row\(s\), copy \d+ row\(s\)", output_text
+            r"range \d+ \[.*\): \d+ bucket\(s\) differ, holding \d+ row\(s\) in the source "
+            r"and \d+ row\(s\) in the copy",
+            output_text,
         ), output_text
         code, output_text = finished(admin(sandbox, cluster_name, "verify", SET, "big", "--repair"))
         assert code == 0, output_text

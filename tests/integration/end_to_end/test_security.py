@@ -22,6 +22,9 @@ from psycopg2 import sql
 from psycopg2.extensions import make_dsn, parse_dsn
 
 from pgshovel.cluster import names, security
+from pgshovel.cluster.zookeeper import start_client
+from pgshovel.replication.metrics import WorkerMetrics
+from pgshovel.replication.status import StatusBoard
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import failed, ok, rows, write_set
 from tests.integration.capture._capture import SET
@@ -268,14 +271,25 @@ def test_zookeeper_nodes_need_the_credentials_and_hold_no_password(
         stranger.output()
     )
 
-    # A request to the (absent) worker leaves request and result nodes to check too.
-    run_admin(sandbox, cluster, "set", "verify", SET, "--timeout", "1", environment=as_admin)
-    checked = check_protected(
-        sandbox.zookeeper_hosts,
-        credentials,
-        names.cluster_path(cluster),
-        [credentials.password, admin_password, relay_role.password, worker_role.password],
+    # A worker's status node (written as a worker writes it, with the cluster's credentials)
+    # and a request that copy never answers leave status, request and result nodes to check.
+    status_client = start_client(sandbox.zookeeper_hosts)
+    board = StatusBoard(
+        lambda: status_client, cluster, SET, "PostgresTarget", copy="postgresql:absent/copy"
     )
+    try:
+        board.publish(WorkerMetrics(), force=True)
+        run_admin(sandbox, cluster, "set", "verify", SET, "--timeout", "1", environment=as_admin)
+        checked = check_protected(
+            sandbox.zookeeper_hosts,
+            credentials,
+            names.cluster_path(cluster),
+            [credentials.password, admin_password, relay_role.password, worker_role.password],
+        )
+    finally:
+        board.close()
+        status_client.stop()
+        status_client.close()
     set_path = names.set_path(cluster, SET)
     assert {
         names.cluster_path(cluster),
@@ -284,6 +298,7 @@ def test_zookeeper_nodes_need_the_credentials_and_hold_no_password(
         names.relay_path(cluster, SET),
         names.requests_path(cluster, SET),
         names.results_path(cluster, SET),
+        names.workers_path(cluster, SET),
     } <= set(checked)
     lock_nodes = [path for path in checked if path.startswith(names.relay_path(cluster, SET) + "/")]
     assert lock_nodes, "the running relay's election node is checked"

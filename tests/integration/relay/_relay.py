@@ -12,6 +12,7 @@ from typing import Any
 import psycopg2
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from psycopg2 import sql
 
 from pgshovel.cluster import names
 from pgshovel.protocol import stream_pb2
@@ -108,26 +109,41 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
 
 
-def queue_drained(dsn: str, cluster: str) -> bool:
-    """True when the relay has finished a batch that ends after every event inserted so far."""
+def queue_drained(dsn: str, cluster: str, set_name: str = SET) -> bool:
+    """True when the relay has finished a batch that ends after every event inserted so far,
+    and no event committed after that batch's end tick was taken (a transaction open at the
+    tick: its events have sequence numbers before the tick's, yet no batch holds them)."""
     connection = psycopg2.connect(dsn)
     try:
         connection.autocommit = True
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT s.sub_batch IS NULL"
-                "   AND t.tick_event_seq >= pgq.seq_getval(q.queue_event_seq)"
+                "   AND t.tick_event_seq >= pgq.seq_getval(q.queue_event_seq),"
+                " t.tick_snapshot::text, q.queue_data_pfx"
                 " FROM pgq.queue q"
                 " JOIN pgq.subscription s ON s.sub_queue = q.queue_id"
                 " JOIN pgq.consumer c ON c.co_id = s.sub_consumer AND c.co_name = 'pgshovel'"
                 " JOIN pgq.tick t ON t.tick_queue = q.queue_id AND t.tick_id = s.sub_last_tick"
                 " WHERE q.queue_name = %s",
-                (f"pgshovel.{cluster}.{SET}",),
+                (names.queue_name(cluster, set_name),),
             )
             row = cursor.fetchone()
+            if row is None or not row[0]:
+                return False
+            _finished, snapshot, events = row
+            cursor.execute(
+                sql.SQL(
+                    "SELECT NOT EXISTS (SELECT 1 FROM {} e"
+                    " WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
+                    " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot))"
+                ).format(sql.Identifier(*events.split(".", 1))),
+                (snapshot, snapshot),
+            )
+            late = cursor.fetchone()
     finally:
         connection.close()
-    return row is not None and bool(row[0])
+    return late is not None and bool(late[0])
 
 
 def replay(batches: Sequence[CommittedBatch]) -> dict[tuple[Any, ...], dict[str, Any]]:

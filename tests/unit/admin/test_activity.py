@@ -32,6 +32,14 @@ def test_queue_lines() -> None:
         "backlog: 15 event(s) not yet published, the oldest at most 21.5s old "
         "(relay finished a batch 21.5s ago)"
     ]
+    # counted from the events: PgQ's count by event numbers says 0 during a long transaction
+    assert queue_lines(QueueActivity(0, 0, 30.0, 30.0, 80_000, 12.25)) == [
+        "backlog: 80000 event(s) not yet published, the oldest at most 12.2s old "
+        "(relay finished a batch 30.0s ago)"
+    ]
+    assert queue_lines(QueueActivity(3, 0, 30.0, 0.5, 0, None)) == [
+        "backlog: 0 events (relay finished a batch 0.5s ago)"
+    ]
 
 
 def test_worker_lines() -> None:
@@ -49,4 +57,25 @@ def test_worker_lines() -> None:
         "workers:",
         "  h:9:c: PostgresTarget, streaming, offset 41, lag 0.2s (3 message(s)), updated 5s ago",
         "    backfill of public.big: 5/~9 rows",
+    ]
+
+
+def test_worker_lines_name_the_copy_and_what_it_applies() -> None:
+    document = {
+        "target": "PostgresTarget",
+        "copy": "postgresql:db.example:5432/copy",
+        "phase": "streaming",
+        "offset": 41,
+        "lag_seconds": 65.0,
+        "lag_messages": 0,
+        "updated": 99.6,
+        "applying": {"batch": 17, "batches": 1, "mutations": 80000, "since": 38.0},
+        "tasks": [{"table": "public.big", "purpose": "backfill", "rows": 3698, "estimate": 2052}],
+    }
+    assert worker_lines([WorkerActivity("h:9:c", document)], 100.0) == [
+        "workers:",
+        "  h:9:c: postgresql:db.example:5432/copy, streaming, offset 41, lag 65.0s "
+        "(0 message(s)), updated 0s ago",
+        "    applying 80000 mutation(s) of 1 batch(es) from batch 17, for 62s",
+        "    backfill of public.big: 3698 rows (~2052 estimated)",
     ]

@@ -10,6 +10,7 @@ from pgshovel.admin.install import (
     TableCapture,
     drop_triggers,
     install_triggers,
+    packing_argument,
     resolve_table,
     text_array_literal,
     trigger_arguments,
@@ -17,6 +18,7 @@ from pgshovel.admin.install import (
 )
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation, render
 from pgshovel.cluster.names import CLUSTER_NAME_MAX, SET_NAME_MAX
+from pgshovel.cluster.sets import PACKING_BYTES, PACKING_ROWS
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import Column, TableInfo
 
@@ -59,10 +61,13 @@ def test_render_shows_every_statement_and_operation_without_passwords() -> None:
         databases=(DatabaseStep("dbname=app password=hunter2", ("S1", "S2")),),  # type: ignore[arg-type]
         zookeeper=(ZooKeeperOperation("check", "/c", version=3),),
     )
-    text = render(plan, lambda dsn, statement: f"<{statement}>")
+    text = render(plan, lambda dsn, statement: f"<{statement}>", statements=True)
     assert "hunter2" not in text
     assert "  <S1>;\n  <S2>;" in text
     assert "check /c (expecting version 3)" in text
+    summary = render(plan, lambda dsn, statement: f"<{statement}>")
+    assert "<S1>" not in summary, "the statements only with statements=True"
+    assert "(one two-phase transaction): 2 statements" in summary
 
 
 def _flat(statement: sql.Composable) -> str:
@@ -137,3 +142,25 @@ def test_only_a_table_with_provenance_gets_the_fifth_argument() -> None:
     ]
     table = configuration_pb2.TableConfiguration(schema="public", name="orders", provenance=True)
     assert resolve_table(table, INFO, allow_unkeyed=False, database="x").provenance
+
+
+def test_packing_is_the_sixth_argument_after_provenance_or_an_empty_fifth() -> None:
+    plain = TableCapture("s", "t", ("id",), ())
+    packed = TableCapture("s", "t", ("id",), (), packing="1000,16384")
+    stamped = TableCapture("s", "t", ("id",), (), provenance=True, packing="7,100")
+    base = trigger_arguments("c", "s", "0123", plain)
+    assert trigger_arguments("c", "s", "0123", packed) == [*base, "", "1000,16384"]
+    assert trigger_arguments("c", "s", "0123", stamped) == [*base, "1", "7,100"]
+
+
+def test_the_packing_argument_of_a_set() -> None:
+    configuration = configuration_pb2.ReplicationSetConfiguration()
+    assert packing_argument(configuration) == f"{PACKING_ROWS},{PACKING_BYTES}"
+    configuration.packing.rows, configuration.packing.bytes = 20, 4096
+    assert packing_argument(configuration) == "20,4096"
+    # One change per row is no packing: the triggers are those of before.
+    configuration.packing.rows = 1
+    assert packing_argument(configuration) == ""
+    table = configuration_pb2.TableConfiguration(schema="public", name="orders")
+    resolved = resolve_table(table, INFO, allow_unkeyed=False, database="x", packing="20,4096")
+    assert resolved.packing == "20,4096"

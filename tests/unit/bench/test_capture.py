@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench import capture
+from bench._capture_figures import runs_in
 from bench._modes import settings
 
 QUICK = settings("quick")
@@ -21,10 +22,12 @@ def tps_runs(modes: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
 
 
 def full_runs() -> capture.CaptureRuns:
+    speed = {"none": 100_000.0, "logical": 90_000.0, "pgshovel-unpacked": 48_000.0}
     return capture.CaptureRuns(
         tps={name: tps_runs(modes) for name, modes in capture.TPS_CAPTURES.items()},
         bulk={
-            mode: [100_000.0 if mode == "none" else 60_000.0] * 3 for mode in capture.BULK_CAPTURES
+            name: {mode: [speed.get(mode, 60_000.0)] * 3 for mode in modes}
+            for name, modes in capture.BULK_CAPTURES.items()
         },
     )
 
@@ -35,6 +38,8 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
     for script in ("tpcb", "update"):
         for key in (
             "pgshovel",
+            "pgshovel_unpacked",
+            "packing",
             "pgshovel_row",
             "pgshovel_provenance",
             "provenance",
@@ -43,16 +48,20 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
             "floor",
             "logical",
             "pgshovel_floor",
+            "pgshovel_logical",
             "event_triggers",
         ):
             expected.append(f"capture.{script}.{key}")
+    durable = ("pgshovel", "pgshovel_unpacked", "packing", "jsontriga", "floor", "logical")
     for script in ("tpcb", "update"):
-        for key in ("pgshovel", "jsontriga", "floor", "logical", "pgshovel_floor"):
+        for key in (*durable, "pgshovel_floor", "pgshovel_logical"):
             expected.append(f"capture.{script}.{key}.durable")
     expected += [
         f"capture.bulk.{mode}"
         for mode in (
             "pgshovel",
+            "pgshovel_unpacked",
+            "packing",
             "pgshovel_row",
             "pgshovel_provenance",
             "provenance",
@@ -60,6 +69,20 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
             "jsontriga",
             "floor",
             "logical",
+            "pgshovel_floor",
+            "pgshovel_logical",
+        )
+    ]
+    expected += [
+        f"capture.bulk.{mode}.durable"
+        for mode in (
+            "pgshovel",
+            "pgshovel_unpacked",
+            "packing",
+            "floor",
+            "logical",
+            "pgshovel_floor",
+            "pgshovel_logical",
         )
     ]
     assert list(figures) == expected
@@ -77,6 +100,12 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
 
     bulk = figures["capture.bulk.pgshovel"]
     assert bulk.unit == "rows/s" and bulk.ratio == 0.6 and bulk.met is True
+    # Against the logical peer: 0.6 of no capture against its 0.9.
+    logical = figures["capture.bulk.pgshovel_logical.durable"]
+    assert logical.gap is not None and round(logical.gap, 3) == -0.3 and logical.met is False
+    assert logical.baseline_title == "logical decoding (wal2json) peer"
+    assert figures["capture.bulk.packing"].ratio == 1.25
+    assert figures["capture.tpcb.pgshovel_logical"].met is False  # 800 against 900
 
     # Provenance against pgshovel without it, in the same run: 780 / 800.
     provenance = figures["capture.update.provenance"]
@@ -94,10 +123,15 @@ def test_quick_mode_runs_provenance_for_one_script_and_the_bulk_and_says_so() ->
     assert figures["capture.update.provenance"].note.startswith(
         "not measured: quick mode runs pgshovel-provenance"
     )
-    assert capture._runs_in(QUICK, "pgshovel-provenance", "tpcb")
-    assert capture._runs_in(QUICK, "pgshovel-provenance", "bulk")
-    assert not capture._runs_in(QUICK, "pgshovel-provenance", "update")
-    assert capture._runs_in(settings("full"), "pgshovel-provenance", "bulk")
+    assert runs_in(QUICK, "pgshovel-provenance", "tpcb")
+    assert runs_in(QUICK, "pgshovel-provenance", "bulk")
+    assert not runs_in(QUICK, "pgshovel-provenance", "update")
+    assert runs_in(settings("full"), "pgshovel-provenance", "bulk")
+    # The durable bulk statement: quick mode runs only pgshovel against no capture.
+    assert [m for m in capture.BULK_CAPTURES["durable"] if runs_in(QUICK, m, "bulk-durable")] == [
+        "none",
+        "pgshovel",
+    ]
 
 
 def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
@@ -118,5 +152,5 @@ def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
 
 def test_an_empty_run_still_lists_every_figure() -> None:
     figures = capture.figures(capture.CaptureRuns(), QUICK)
-    assert len(figures) == 38
+    assert len(figures) == 2 * 13 + 2 * 8 + 12 + 7
     assert all(not figure.values for figure in figures)

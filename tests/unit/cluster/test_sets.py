@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from pgshovel.cluster.sets import (
+    PACKING_BYTES,
+    PACKING_MAX_BYTES,
+    PACKING_ROWS,
     load_set_configuration,
     parse_set_document,
     set_version,
@@ -164,3 +167,42 @@ def test_turning_provenance_on_changes_the_set_version() -> None:
     before.tables.add(name="a", schema="public")
     assert set_version(off) == set_version(before)
     assert set_version(off) != set_version(on)
+
+
+def test_packing_defaults_to_the_triggers_defaults_and_reads_back(tmp_path: Path) -> None:
+    document: dict[str, object] = {"database": {"dsn": "dbname=app"}, "tables": [{"name": "a"}]}
+    unset = parse_set_document(document, "unset")
+    assert not unset.HasField("packing") and "packing" not in to_document(unset)
+    partial = parse_set_document({**document, "packing": {"rows": 50}}, "partial")
+    assert (partial.packing.rows, partial.packing.bytes) == (50, PACKING_BYTES)
+    assert to_document(partial)["packing"] == {"rows": 50, "bytes": PACKING_BYTES}
+    assert parse_set_document(to_document(partial, mask=False), "again") == partial
+    # A set that leaves packing out keeps the version it had before packing existed.
+    before = configuration_pb2.ReplicationSetConfiguration()
+    before.database.dsn = "dbname=app"
+    before.tables.add(name="a", schema="public")
+    assert set_version(unset) == set_version(before) != set_version(partial)
+    text = 'database { dsn: "dbname=app" }\ntables { name: "a" }\npacking { bytes: 100 }\n'
+    pbtxt = load_set_configuration(_write(tmp_path, text, "set.pbtxt"))
+    assert (pbtxt.packing.rows, pbtxt.packing.bytes) == (PACKING_ROWS, 100)
+
+
+@pytest.mark.parametrize(
+    ("packing", "message"),
+    [
+        ({"rows": 0}, r"packing\.rows: must be >= 1, got 0"),
+        ({"bytes": PACKING_MAX_BYTES + 1}, r"packing\.bytes: must be <= 67108864"),
+        ({"rows": "many"}, r"packing\.rows: expected an integer"),
+        ({"chunk": 5}, r"packing\.chunk: unknown"),
+    ],
+)
+def test_invalid_packing_names_the_key(packing: object, message: str) -> None:
+    document = {"database": {"dsn": "x"}, "packing": packing, "tables": [{"name": "t"}]}
+    with pytest.raises(ConfigurationError, match=message):
+        parse_set_document(document, "sets/app.yml")
+
+
+def test_invalid_packing_in_text_format_names_the_key(tmp_path: Path) -> None:
+    text = 'database { dsn: "x" }\ntables { name: "a" }\npacking { rows: 2000000 }\n'
+    with pytest.raises(ConfigurationError, match=r"packing\.rows: expected an integer from 1"):
+        load_set_configuration(_write(tmp_path, text, "set.pbtxt"))

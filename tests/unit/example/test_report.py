@@ -77,6 +77,9 @@ def test_snapshot_status_sums_the_latest_progress_line_over_tables() -> None:
     assert snapshot_status(log.rsplit("\n", 1)[0]) == "0/~200 rows copied"
     done = log + "\nx INFO pgshovel.replication.worker: snapshot loaded: 200 rows in 2 table(s)"
     assert snapshot_status(done) == "loaded 200 rows"
+    # rows written while the snapshot is read: the count passes the planner's estimate
+    grown = log.replace("10/~160 rows (2 rows/s)", "3658 rows (~160 estimated) (90 rows/s)")
+    assert snapshot_status(grown) == "3698 rows (~200 estimated) copied"
     assert snapshot_status("spark warming up\n") is None
 
 

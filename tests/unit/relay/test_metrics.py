@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -66,3 +68,74 @@ def test_a_taken_port_is_a_one_line_error() -> None:
             ConfigurationError, match=f"metrics port {port} on 127.0.0.1 is already"
         ):
             serve("pgshovel_relay", ("main", "orders"), RelayMetrics().series(), "127.0.0.1", port)
+
+
+def test_health_and_readiness_on_the_metrics_port() -> None:
+    metrics = RelayMetrics()
+    endpoint = serve(
+        "pgshovel_relay",
+        ("main", "orders"),
+        metrics.series(),
+        "127.0.0.1",
+        0,
+        readiness=metrics.readiness,
+    )
+
+    def get(path: str) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{endpoint.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    try:
+        assert get("/healthz") == (200, "ok\n")
+        assert get("/readyz") == (503, "not leading (standing by)\n")
+        metrics.leader = True
+        assert get("/readyz") == (503, "no step has succeeded yet\n")
+        metrics.succeeded()
+        assert get("/readyz") == (200, "ready\n")
+        metrics.failed(RuntimeError("kafka down"))
+        status, text = get("/readyz")
+        assert status == 503 and text.startswith("the last step failed"), text
+        assert metrics.errors == 1
+        assert get("/metrics")[0] == 200
+    finally:
+        endpoint.close()
+
+
+def test_readiness_goes_stale_unless_a_long_step_is_under_way() -> None:
+    metrics = RelayMetrics(leader=True, succeeded_at=1000.0)
+    assert metrics.step_readiness(True, False, now=1100.0) == (True, "ready")
+    assert metrics.step_readiness(True, False, now=1200.0) == (
+        False,
+        "no step succeeded for 200s",
+    )
+    assert metrics.step_readiness(True, True, now=1200.0) == (True, "ready")
+
+
+def test_backlog_and_per_table_series() -> None:
+    metrics = RelayMetrics()
+    text = exposition("pgshovel_relay", ("main", "orders"), metrics.series())
+    assert f"pgshovel_relay_backlog_events{{{LABELS}}} NaN" in text  # not served: unknown
+    metrics.backlog = lambda: 42.0
+    metrics.tables.update({("public", "orders"): 3, ("Odd Schema", "t"): 1})
+    text = exposition("pgshovel_relay", ("main", "orders"), metrics.series())
+    assert f"pgshovel_relay_backlog_events{{{LABELS}}} 42.0" in text
+    assert (
+        'pgshovel_relay_table_mutations_total{cluster="main",schema="public",set="orders",'
+        'table="orders"} 3.0'
+    ) in text
+
+
+def test_the_lag_served_is_at_least_the_oldest_waiting_events_age() -> None:
+    metrics = RelayMetrics()
+    assert metrics.lag_gauge() == 0.0  # nothing pending, no backlog served
+    metrics.backlog_age = lambda: 12.5  # a batch not taken yet holds a 12.5 s old event
+    assert metrics.lag_gauge() == 12.5
+    metrics.pending_since = time.time() - 30.0  # the batch taken is older still
+    assert 30.0 <= metrics.lag_gauge() < 31.0
+    metrics.pending_since = None
+    metrics.backlog_age = lambda: None  # drained
+    assert metrics.lag_gauge() == 0.0

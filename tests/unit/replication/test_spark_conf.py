@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pgshovel.replication.config import SparkSettings
@@ -67,3 +69,21 @@ def test_configuration_wins() -> None:
     assert conf["spark.driver.host"] == "10.1.2.3"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.sql.shuffle.partitions"] == "3"
+
+
+def test_spark_logs_errors_only_unless_configured_or_verbose() -> None:
+    quiet = session_conf(SparkSettings(master="local[2]"))
+    assert quiet["spark.log.level"] == "ERROR"
+    options = quiet["spark.driver.extraJavaOptions"]
+    assert options.startswith("-Dlog4j2.configurationFile=file:")
+    properties = Path(options.split("file:", 1)[1])
+    assert properties.is_file() and "rootLogger.level = error" in properties.read_text()
+    verbose = session_conf(SparkSettings(master="local[2]"), verbose=True)
+    assert verbose["spark.log.level"] == "WARN" and "spark.driver.extraJavaOptions" not in verbose
+    mine = SparkSettings(
+        master="local[2]",
+        conf={"spark.log.level": "INFO", "spark.driver.extraJavaOptions": "-Dmine=1"},
+    )
+    configured = session_conf(mine)
+    assert configured["spark.log.level"] == "INFO"
+    assert configured["spark.driver.extraJavaOptions"] == "-Dmine=1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from tests.fix_sandbox import unique_name
 PROJECT = Path(__file__).resolve().parents[3]
 
 
-def run_pytest(test_file: Path) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    test_file: Path, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -27,6 +30,7 @@ def run_pytest(test_file: Path) -> subprocess.CompletedProcess[str]:
             str(test_file),
         ],
         cwd=PROJECT,
+        env=environ,
         capture_output=True,
         text=True,
         timeout=120,
@@ -60,3 +64,23 @@ def test_unique_names_are_safe_identifiers() -> None:
     assert unique_name("9lives", "-", 100).startswith("t-9lives-")
     assert unique_name("x" * 200, "_", 63) != unique_name("x" * 200, "_", 63)
     assert len(unique_name("x" * 200, "_", 63)) == 63
+
+
+def test_a_test_run_records_no_sandbox_where_the_user_looks(tmp_path: Path) -> None:
+    """What a run starts ('pgshovel-sandbox up', the demo's --keep-sandbox) records its
+    sandbox in the run's own state home, never in the user's."""
+    user_state = tmp_path / "user-state"
+    test_file = tmp_path / "test_records.py"
+    test_file.write_text(
+        "import os\n"
+        "from pathlib import Path\n"
+        "from pgshovel.sandbox import _locate, remember\n"
+        "def test_remember(tmp_path):\n"
+        f"    assert os.environ['XDG_STATE_HOME'] != {str(user_state)!r}\n"
+        "    (tmp_path / 'sandbox.json').write_text('{}')\n"
+        "    remember(tmp_path)\n"
+        "    assert _locate.records() == [(Path.cwd(), tmp_path)]\n"
+    )
+    result = run_pytest(test_file, {**os.environ, "XDG_STATE_HOME": str(user_state)})
+    assert result.returncode == 0, result.stdout
+    assert not user_state.exists()
