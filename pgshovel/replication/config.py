@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from pydantic import BeforeValidator, Field, SecretStr, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pgshovel import settings
 from pgshovel.abc import TARGET_CAPABILITIES, Loader, Stream, Target
@@ -109,11 +109,20 @@ class TargetSpec(ComponentSpec):
         configuration = {key: item for key, item in value.items() if key != "type"}
         try:  # errors name the keys as written: target.warehouse, not target.configuration...
             validate_arguments(load_class(TARGET_TYPES[kind]), configuration)
-        except PydanticCustomError as error:
-            context = dict(error.context or {})
-            where = str(context.get(SUBPATH, "")).removeprefix("configuration")
-            context[SUBPATH] = where.removeprefix(".")
-            raise PydanticCustomError(error.type, error.message_template, context) from error
+        except ValidationError as error:
+            found: list[InitErrorDetails] = []
+            for detail in error.errors():
+                message = str((detail.get("ctx") or {}).get("message", detail["msg"]))
+                found.append(
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "pgshovel_component", "{message}", {"message": message}
+                        ),
+                        loc=tuple(detail["loc"][1:]),
+                        input=detail.get("input"),
+                    )
+                )
+            raise ValidationError.from_exception_data(error.title, found) from error
         return {"path": TARGET_TYPES[kind], "configuration": configuration}
 
 
