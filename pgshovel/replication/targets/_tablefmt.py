@@ -46,7 +46,11 @@ from pgshovel.replication.targets._tablefmt_chunks import (
     TableSnapshotSink,
     chunk_effect,
 )
-from pgshovel.replication.targets._tablefmt_effects import EffectBuilder, refuse_unkeyed
+from pgshovel.replication.targets._tablefmt_effects import (
+    RELOAD,
+    EffectBuilder,
+    refuse_unkeyed,
+)
 from pgshovel.replication.targets._tablefmt_log import (
     Pending,
     PendingTable,
@@ -199,7 +203,7 @@ class TableFormatTarget:
             raise RecoveryNeeded(
                 f"{self.kind} target {self.root}: micro-batch {latest.counter} was recorded but "
                 f"its written-ahead effects are missing from {self.files.directory}; reload the "
-                "target from a fresh snapshot (remove its stored state and start the worker again)"
+                f"target from a fresh snapshot: {RELOAD}"
             )
         shapes = {shape.identity: shape for shape in pending.state.tables}
         shapes.update({identity: table.shape for identity, table in pending.tables.items()})
@@ -229,7 +233,11 @@ class TableFormatTarget:
     def apply(self, plan: MicroBatchPlan, state: WorkerState, commit: bool = True) -> int:
         if self._builder is None:
             self._builder = EffectBuilder(self.kind)
-        self._builder.add(plan)
+        try:
+            self._builder.add(plan)
+        except BaseException:
+            self._builder = None  # what the failed micro-batch gathered is never committed
+            raise
         rows = sum(
             len(run.entries)
             for step in plan.steps

@@ -31,7 +31,13 @@ from pgshovel.replication.targets._parquet_tables import PROVENANCE, evolve
 from pgshovel.source import TableShape
 from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
 
-__all__ = ["EffectBuilder", "TableEffect", "refuse_unkeyed"]
+__all__ = ["RELOAD", "EffectBuilder", "TableEffect", "refuse_unkeyed"]
+
+#: The remedy when a copy cannot follow: load it again (the state lives in these files).
+RELOAD = (
+    "reload the target from a fresh snapshot: stop the worker, remove the target's "
+    "_pgshovel/<cluster>.<set> directory and start the worker again"
+)
 
 Identity = tuple[str, str]
 #: a stored row: the shape's values, then txid, batch, timestamp (µs) and provenance
@@ -181,6 +187,8 @@ class EffectBuilder:
             self.effects.setdefault(after.identity, TableEffect(None, after))
             return
         defaults = {column.name: column.value for column in change.added_defaults}
+        if before.key != after.key:
+            self._rekey(before, after)
         if before.identity == after.identity:
             self._effect(before).evolve_to(after, defaults)
             return
@@ -188,8 +196,7 @@ class EffectBuilder:
             raise SchemaError(
                 f"table {before.qualified!r} was renamed to {after.qualified!r}, a name another "
                 f"table had in the same micro-batch, which the {self.kind} target cannot follow; "
-                "reload the target from a fresh snapshot (remove its stored state and start the "
-                "worker again)"
+                f"{RELOAD}"
             )
         effect = self.effects.pop(before.identity, None) or TableEffect(before, before)
         effect.evolve_to(after, defaults)
@@ -202,3 +209,18 @@ class EffectBuilder:
         stored = shape if effect is None else effect.before
         if stored is not None:
             self.dropped.append(stored)
+
+    def _rekey(self, before: TableShape, after: TableShape) -> None:
+        """The key changed (``set update``): rows gathered under the old key can be merged by
+        the new one only after a TRUNCATE (the table is overwritten then); otherwise the
+        copy's stored rows would have to be removed by their old key first."""
+        effect = self.effects.get(before.identity)
+        if effect is None or not effect.rows:
+            return
+        if not effect.truncate:
+            raise SchemaError(
+                f"table {before.qualified!r}: its key changed from {list(before.key)!r} to "
+                f"{list(after.key)!r} in a micro-batch that also changed its rows, which the "
+                f"{self.kind} target cannot merge yet; {RELOAD}"
+            )
+        effect.rows = {key: row for key, row in effect.rows.items() if row is not None}

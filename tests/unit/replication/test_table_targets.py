@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pgshovel.cluster.requests import Request
-from pgshovel.errors import ConfigurationError
+from pgshovel.errors import ConfigurationError, SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.config import parse_configuration
 from pgshovel.replication.mutations import key_text
@@ -309,3 +309,27 @@ def test_a_chunk_makes_its_range_hold_the_staged_rows_except_changed_keys(
     stored = reopened.open("c", "s")
     assert stored is not None and stored.position == after(2)
     reopened.close()
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_a_key_change_after_rows_of_the_same_micro_batch_stops_with_the_remedy(
+    kind: str, tmp_path: Path
+) -> None:
+    target = start(kind, tmp_path)
+    rekeyed = TableShape("public", "t", (ID, A), ("a",), relation=10)
+    announce = stream_pb2.SchemaChange(
+        kind=stream_pb2.SchemaChange.ANNOUNCE, schema="public", table="t", relation=10
+    )
+    announce.shape.CopyFrom(shape_to_proto(rekeyed))
+    with pytest.raises(SchemaError, match=r"table 'public.t': its key changed .* remove the"):
+        apply(target, 1, (T, U), mutation("t", Op.UPDATE, old=1, new=1, a="x"), announce)
+    # alone in its micro-batch, or after a TRUNCATE, the new key merges by itself
+    tables = apply(target, 1, (T, U), announce, mutation("t", Op.INSERT, new=1, a="x"))
+    assert rows(target, rekeyed) == [(1, "x")]
+    back = stream_pb2.SchemaChange()
+    back.CopyFrom(announce)
+    back.shape.CopyFrom(shape_to_proto(T))
+    truncate = mutation("t", Op.TRUNCATE)
+    apply(target, 2, tables, truncate, mutation("t", Op.INSERT, new=2, a="y"), back)
+    assert rows(target, T) == [(2, "y")]
+    target.close()
