@@ -9,6 +9,7 @@ exactly once.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +334,17 @@ def test_a_key_change_after_rows_of_the_same_micro_batch_stops_with_the_remedy(
     apply(target, 2, tables, truncate, mutation("t", Op.INSERT, new=2, a="y"), back)
     assert rows(target, T) == [(2, "y")]
     target.close()
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_the_reload_remedy_starts_the_copy_anew(kind: str, tmp_path: Path) -> None:
+    target = start(kind, tmp_path)
+    apply(target, 1, (T, U), mutation("t", Op.INSERT, new=1, a="x"))
+    directory = target.files.directory
+    target.close()
+    shutil.rmtree(directory)  # the remedy: remove the target's _pgshovel/<cluster>.<set>
+    again = start(kind, tmp_path)  # no state: the worker loads a snapshot, tables anew
+    assert rows(again, T) == [] and again.counter(T) == 1
+    apply(again, 1, (T, U), mutation("t", Op.INSERT, new=2, a="y"))
+    assert rows(again, T) == [(2, "y")]
+    again.close()
