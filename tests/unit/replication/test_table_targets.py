@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from pgshovel.cluster.requests import Request
 from pgshovel.errors import ConfigurationError, SchemaError
@@ -21,6 +22,7 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.replication.config import parse_configuration
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.requests import RequestDesk
+from pgshovel.replication.tables import delta_version_at, iceberg_snapshot_at
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
 from pgshovel.replication.targets.delta import DeltaTarget
 from pgshovel.replication.targets.iceberg import IcebergTarget
@@ -348,3 +350,38 @@ def test_the_reload_remedy_starts_the_copy_anew(kind: str, tmp_path: Path) -> No
     apply(again, 1, (T, U), mutation("t", Op.INSERT, new=2, a="y"))
     assert rows(again, T) == [(2, "y")]
     again.close()
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_time_travel_by_source_transaction_on_a_worker_copy(kind: str, tmp_path: Path) -> None:
+    target = start(kind, tmp_path)  # loaded at horizon 100:100:
+    for number, horizon in ((1, "110:110:"), (2, "120:120:")):
+        result = plan_micro_batch(
+            [batch(number, mutation("t", Op.INSERT, new=number, a=horizon))],
+            (T, U),
+            (),
+            can_alter_type=cast_is_exact,
+            key_text=key_text,
+        )
+        target.apply(result, state_after(number, (T, U)).replace(horizon=horizon))
+
+    def as_of(txid: int) -> list[tuple[Any, ...]] | None:
+        if kind == "delta":
+            path = target.tables.path(T)
+            version = delta_version_at(path, txid)
+            return None if version is None else rows_of(DeltaTable(path, version=version))
+        table = target.tables.table(T)
+        snapshot = iceberg_snapshot_at(table, txid)
+        return None if snapshot is None else rows_of(table.scan(snapshot_id=snapshot))
+
+    assert as_of(99) == []
+    assert as_of(105) == [(1, "110:110:")]
+    assert as_of(115) == [(1, "110:110:"), (2, "120:120:")]
+    assert as_of(130) is None, "not applied yet"
+    target.close()
+
+
+def rows_of(readable: Any) -> list[tuple[Any, ...]]:
+    table = readable.to_pyarrow_table() if hasattr(readable, "to_pyarrow_table") else None
+    table = readable.to_arrow() if table is None else table
+    return sorted(zip(table.column("id").to_pylist(), table.column("a").to_pylist(), strict=True))
