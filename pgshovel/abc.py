@@ -627,11 +627,6 @@ class ChunkTarget(Target, Protocol):
         (a re-snapshot with a filter is refused on a target that cannot)."""
         ...
 
-    def can_verify(self) -> bool:
-        """Whether this target compares its copy with the source (``compare_chunk``: ``set
-        verify`` and ``--repair``); a verify request is refused on a target that cannot."""
-        ...
-
     def chunk_sink(self) -> ChunkSink:
         """Where chunk readers stage rows and checksums."""
         ...

@@ -213,13 +213,6 @@ class RequestDesk:
         unknown = [".".join(table) for table in request.tables if table not in known]
         if unknown:
             return f"table(s) {unknown!r} are not tables of set {self.set_name!r}"
-        if request.kind == "verify" and not self.target.can_verify():
-            names = ", ".join(".".join(table) for table in request.tables or sorted(known))
-            return (
-                f"target {type(self.target).__name__} cannot compare its copy of {names} with "
-                f"the source yet: verify refused; copy the tables again instead with "
-                f"'pgshovel-admin set resnapshot {self.set_name} TABLE'"
-            )
         if not request.where:
             return ""
         if request.kind != "resnapshot":

@@ -15,8 +15,10 @@ committed once per table. A table dropped in the source loses its copy after
 the intent and before the table commits; a renamed one is moved (Delta) or
 renamed in the catalog (Iceberg) just before its commit, both done again on a
 restart unless done. Incremental snapshot chunks (backfill of an added
-table, re-snapshot) merge a range as one more micro-batch of one table;
-``set verify`` and a re-snapshot with ``--where`` are refused with the remedy.
+table, re-snapshot, repair) merge a range as one more micro-batch of one
+table; ``set verify`` compares a range's rows, read by their first key's
+bounds, with the source's checksums as the Parquet target does; a
+re-snapshot with ``--where`` is refused with the remedy.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, SnapshotSink
-from pgshovel.errors import ProgrammingError, RecoveryNeeded, SchemaError
+from pgshovel.errors import ProgrammingError, RecoveryNeeded
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.tables import _intents
 from pgshovel.replication.tables._delta import CommitResult
@@ -348,9 +350,6 @@ class TableFormatTarget:
     def can_filter(self) -> bool:
         return False
 
-    def can_verify(self) -> bool:
-        return False  # compare_chunk is not built yet: verify requests are refused
-
     def chunk_sink(self) -> ChunkSink:
         return TableChunkSink(str(self.files.staging), self.kind)
 
@@ -400,11 +399,20 @@ class TableFormatTarget:
     def compare_chunk(
         self, chunk: Chunk, changed: ChangedKeys, *, replay: Sequence[stream_pb2.Mutation] = ()
     ) -> Comparison:
-        raise SchemaError(
-            f"table {chunk.key_range.table.qualified!r}: the {self.kind} target cannot verify "
-            "its copy yet ('set verify', '--repair'); copy the table again instead "
-            "('pgshovel-admin set resnapshot SET TABLE')"
+        shape = chunk.key_range.table
+        if replay:
+            raise ProgrammingError(
+                f"{self.kind} target: mutations to replay on a chunk of {shape.qualified!r}, but "
+                "it holds no unkeyed table"
+            )
+        current = self._read_chunk_range(chunk).select(list(shape.column_names))
+        source = _parquet_chunks.read_sums(self.files.staging, chunk.attempt)
+        # The rows' checksums from their PostgreSQL text, as the Parquet target computes them.
+        result = _parquet_chunks.compare(
+            current.cast(_arrow.table_schema(shape)), chunk, changed, source
         )
+        self.drop_staging([chunk.attempt])
+        return result
 
     def drop_staging(self, attempts: Collection[str] | None = None) -> None:
         if self._files is None:

@@ -316,9 +316,6 @@ class ParquetTarget:
     def can_alter_type(self, old: Column, new: Column) -> bool:
         return _arrow.converts_exactly(old, new)
 
-    def can_verify(self) -> bool:
-        return True
-
     def can_filter(self) -> bool:
         return False  # a --where condition is SQL: Parquet files cannot evaluate it
 

@@ -295,9 +295,6 @@ class PostgresTarget:
     def can_alter_type(self, old: Column, new: Column) -> bool:
         return cast_is_exact(old, new)
 
-    def can_verify(self) -> bool:
-        return True
-
     def can_filter(self) -> bool:
         return True
 

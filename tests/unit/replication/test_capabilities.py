@@ -142,8 +142,7 @@ def test_the_configuration_reports_the_capabilities_of_a_target(
     with caplog.at_level(logging.WARNING):
         half = TargetSpec.model_validate({"path": f"{here}:HalfChunkTarget"})
     assert half.offered == []
-    lacks = "provides part of ChunkTarget (it lacks can_verify, chunk_sink, compare_chunk"
-    assert lacks in caplog.text
+    assert "provides part of ChunkTarget (it lacks chunk_sink, compare_chunk" in caplog.text
 
 
 def test_without_a_state_a_target_that_cannot_load_a_snapshot_stops_the_worker() -> None:

@@ -9,6 +9,7 @@ exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,12 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from pgshovel.cluster.requests import Request
 from pgshovel.errors import ConfigurationError, SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.config import parse_configuration
 from pgshovel.replication.mutations import key_text
-from pgshovel.replication.requests import RequestDesk
 from pgshovel.replication.tables import delta_version_at, iceberg_snapshot_at
+from pgshovel.replication.targets import _arrow, _parquet_chunks
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
 from pgshovel.replication.targets.delta import DeltaTarget
 from pgshovel.replication.targets.iceberg import IcebergTarget
@@ -236,13 +236,24 @@ def test_rename_and_drop_follow_the_source_through_a_crash(kind: str, tmp_path: 
 
 
 @pytest.mark.parametrize("kind", ["delta", "iceberg"])
-def test_a_verify_request_is_refused_with_the_remedy(kind: str, tmp_path: Path) -> None:
-    desk = RequestDesk("127.0.0.1:1", "c", "s", "host=127.0.0.1", make(kind, tmp_path))
-    state = state_after(1, (T, U))
-    problem = desk._problem(Request("verify", (("public", "t"),), repair=True), state)
-    assert "cannot compare its copy of public.t" in problem
-    assert "'pgshovel-admin set resnapshot s TABLE'" in problem
-    assert desk._problem(Request("resnapshot", (("public", "t"),)), state) == ""
+def test_verify_compares_a_range_with_the_source_checksums(kind: str, tmp_path: Path) -> None:
+    target = start(kind, tmp_path)
+    apply(target, 1, (T, U), *(mutation("t", Op.INSERT, new=key, a=f"v{key}") for key in range(9)))
+    chunk = Chunk("attempt-2", "q", KeyRange(T, 1, ("2",), ("6",)), checksums=True)
+    # The source's checksums of [2, 6), where key 3 holds another value than in the copy
+    source = _arrow.to_arrow(T, [(2, "v2"), (3, "other"), (4, "v4"), (5, "v5")])
+    sums = _parquet_chunks.checksums(source, chunk)
+    target.chunk_sink().stage_checksums(chunk.attempt, [(b, n, h) for b, (n, h) in sums.items()])
+    comparison = target.compare_chunk(chunk, set())
+    assert set(comparison.differing) == {_parquet_chunks.bucket_of(("3",))}
+    assert not comparison.skipped
+    # the same rows on both sides: equal; a key the stream changed meanwhile: skipped
+    same = _arrow.to_arrow(T, [(key, f"v{key}") for key in (2, 3, 4, 5)])
+    sums = _parquet_chunks.checksums(same, chunk)
+    target.chunk_sink().stage_checksums("attempt-3", [(b, n, h) for b, (n, h) in sums.items()])
+    again = target.compare_chunk(dataclasses.replace(chunk, attempt="attempt-3"), {("3",)})
+    assert not again.differing and again.skipped == {_parquet_chunks.bucket_of(("3",))}
+    target.close()
 
 
 BASE = {
