@@ -61,6 +61,8 @@ class Writer(WriterThreads):
     """Threads writing every table in transactions of 1-3 statements; one in ten rolled back."""
 
     rolled_back = (psycopg2.errors.DeadlockDetected,)
+    #: a few hundred transactions a minute: enough to cross every moment, tables stay small
+    pause = 0.02
 
     def __init__(self, dsn: str) -> None:
         super().__init__(dsn, threads=2)
@@ -183,7 +185,7 @@ def test_table_format_copy_equals_the_source_through_kills_ddl_and_set_update(
     configuration = write_replication_yml(
         tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
     )
-    text = configuration.read_text() + "snapshots: {rows_per_chunk: 200, parallel: 2}\n"
+    text = configuration.read_text() + "snapshots: {rows_per_chunk: 300, parallel: 2}\n"
     configuration.write_text(text)
     relay_yml = write_relay_yml(tmp_path, sandbox)
     counter = itertools.count(1)
