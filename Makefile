@@ -18,6 +18,9 @@ PROTOS      := $(wildcard proto/pgshovel/protocol/*.proto)
 PROTO_OUT   := $(patsubst proto/%.proto,%_pb2.py,$(PROTOS))
 BENCH       ?= full
 PYTEST_ARGS ?=
+# The suite runs on this many pytest-xdist workers, each with a sandbox of its own
+# (a test file stays on one worker); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 SPARK_WORKERS ?= 0
 
 .PHONY: help setup apt ext kafka venv proto test test-unit lint demo bench sandbox-up sandbox-down clean
@@ -74,8 +77,8 @@ proto: $(PROTO_OUT) ## regenerate the protobuf modules from proto/ (needs protoc
 pgshovel/protocol/%_pb2.py: proto/pgshovel/protocol/%.proto
 	protoc -Iproto --python_out=. --pyi_out=. $<
 
-test: setup ## run the whole test suite (unit and integration, real services)
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: setup ## run the whole test suite (unit and integration, real services; TEST_WORKERS=2)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup ## run the unit tests only (no services)
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)

@@ -126,12 +126,9 @@ class QueueReader(Protocol):
         """The txid snapshot (text) of the queue's latest tick, None before any."""
         ...
 
-    def committed_after(
-        self, snapshot: str, watched: Sequence[int]
-    ) -> tuple[bool, tuple[int, ...]]:
-        """Whether events of the queue committed after ``snapshot`` (a tick's) was taken (no
-        batch up to that tick holds them), and which of ``watched`` (the tick's
-        transactions in progress) are in progress still."""
+    def committed_after(self, snapshot: str) -> bool:
+        """Whether events of the queue committed after ``snapshot`` (a tick's) was taken: no
+        batch up to that tick holds them (their transactions were in progress at it)."""
         ...
 
     def next_batch(self) -> BatchInfo | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import psycopg2
@@ -235,39 +235,22 @@ class PgqQueue:
                 row = cursor.fetchone()
         return None if row is None else str(row[0])
 
-    def committed_after(
-        self, snapshot: str, watched: Sequence[int]
-    ) -> tuple[bool, tuple[int, ...]]:
-        """Whether events of the queue committed after ``snapshot`` (a tick's) was taken, so
-        that no batch up to that tick holds them; and which of ``watched`` (the tick's
-        transactions in progress, as the last call left them) are still in progress.
-
-        Events are looked up by transaction (the event tables' ``ev_txid`` index): those
-        of the watched transactions that have finished since (each looked up once: the
-        caller stops watching it), and those of transactions begun after the snapshot (a
-        transaction may take its event's number between the tick's snapshot and its
-        reading of the sequence). A transaction still open is never looked up, however
-        many events it wrote.
-        """
+    def committed_after(self, snapshot: str) -> bool:
+        """Whether an event of the queue committed after ``snapshot`` (a tick's) was taken:
+        then no batch up to that tick holds it. Only transactions from the snapshot's xmin
+        on are looked at (an index range of each event table)."""
         with translating(f"looking for events committed since the last tick of {self.queue!r}"):
             with self._ticker_connection().cursor() as cursor:
                 cursor.execute(
                     sql.SQL(
-                        "WITH watched AS (SELECT x, txid_visible_in_snapshot(x,"
-                        " txid_current_snapshot()) AS finished"
-                        " FROM unnest(%s::bigint[]) AS x)"
-                        " SELECT EXISTS (SELECT 1 FROM watched w WHERE w.finished"
-                        " AND EXISTS (SELECT 1 FROM {events} e WHERE e.ev_txid = w.x))"
-                        " OR EXISTS (SELECT 1 FROM {events} e"
-                        " WHERE e.ev_txid >= txid_snapshot_xmax(%s::txid_snapshot)),"
-                        " ARRAY(SELECT x FROM watched WHERE NOT finished ORDER BY x)"
-                    ).format(events=self._event_table(cursor)),
-                    (list(watched), snapshot),
+                        "SELECT EXISTS (SELECT 1 FROM {} e"
+                        " WHERE e.ev_txid >= txid_snapshot_xmin(%s::txid_snapshot)"
+                        " AND NOT txid_visible_in_snapshot(e.ev_txid, %s::txid_snapshot))"
+                    ).format(self._event_table(cursor)),
+                    (snapshot, snapshot),
                 )
                 row = cursor.fetchone()
-        if row is None:
-            return False, tuple(watched)
-        return bool(row[0]), tuple(int(txid) for txid in row[1])
+        return row is not None and bool(row[0])
 
     def _event_table(self, cursor: psycopg2.extensions.cursor) -> sql.Identifier:
         """The queue's event table (the parent of its rotating tables), read once."""

@@ -213,9 +213,8 @@ class Pacer:
     progress at a tick may have written its events before it: they belong to no
     batch until a later tick, which without another write comes only at the idle
     period. So when PgQ does not tick, the pacer looks for events committed after
-    the last tick's snapshot (by the transactions in progress at it, as they
-    finish, and by those begun after it) and, finding any, ticks at once
-    (``force_tick``): every commit reaches a batch within about one interval.
+    the last tick's snapshot and, finding any, ticks at once (``force_tick``):
+    every commit reaches a batch within about one interval.
     """
 
     def __init__(self, queue: QueueReader, interval: float, metrics: RelayMetrics) -> None:
@@ -225,8 +224,6 @@ class Pacer:
         self._next = 0.0
         #: the last tick's txid snapshot; None until read (again) after a tick
         self._snapshot: str | None = None
-        #: its transactions still in progress when last looked
-        self._watched: tuple[int, ...] = ()
 
     def maybe_tick(self) -> None:
         if self.interval <= 0:
@@ -240,11 +237,7 @@ class Pacer:
         if tick is None:
             if self._snapshot is None:
                 self._snapshot = queue.last_tick_snapshot()
-                if self._snapshot is None:
-                    return
-                self._watched = tuple(sorted(parse_txid_snapshot(self._snapshot).xip))
-            committed, self._watched = queue.committed_after(self._snapshot, self._watched)
-            if not committed:
+            if self._snapshot is None or not queue.committed_after(self._snapshot):
                 return
             tick = queue.force_tick()
             if tick is None:

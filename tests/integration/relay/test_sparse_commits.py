@@ -24,7 +24,13 @@ from pgshovel.cluster import names
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import SET
-from tests.integration.relay._relay import RelayProcess, topic_of, wait_for, write_relay_yml
+from tests.integration.relay._relay import (
+    RelayProcess,
+    mutations_in,
+    topic_of,
+    wait_for,
+    write_relay_yml,
+)
 from tests.integration.relay.test_relay import prepare
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -85,12 +91,9 @@ def _mutation_arrival(consumer: Consumer, key: int, limit: float) -> float:
             continue
         value = record.value()
         assert value is not None
-        message = stream_pb2.Message.FromString(value)
-        if message.operation.WhichOneof("operation") != "mutation":
-            continue
-        mutation = message.operation.mutation
-        if any(c.name == "id" and c.value.int64 == key for c in mutation.new.columns):
-            return time.monotonic()
+        for mutation in mutations_in(stream_pb2.Message.FromString(value)):
+            if any(c.name == "id" and c.value.int64 == key for c in mutation.new.columns):
+                return time.monotonic()
     raise AssertionError(f"the INSERT of {key} did not reach the topic in {limit}s")
 
 

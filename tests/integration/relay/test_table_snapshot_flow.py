@@ -25,6 +25,7 @@ from pgshovel.sandbox import SandboxConnection
 from tests.integration.relay._relay import (
     RelayProcess,
     install,
+    mutations_in,
     queue_drained,
     topic_of,
     wait_for,
@@ -67,13 +68,10 @@ def arrivals(
             if record is None or record.error() is not None or record.value() is None:
                 continue
             message = stream_pb2.Message.FromString(record.value() or b"")
-            operation = message.operation
-            if operation.WhichOneof("operation") != "mutation":
-                continue
-            mutation = operation.mutation
-            if mutation.table == "other" and mutation.operation == stream_pb2.Mutation.INSERT:
-                number = int(mutation.new.columns[0].value.int64)
-                seen.setdefault(number, time.monotonic())
+            for mutation in mutations_in(message):
+                if mutation.table == "other" and mutation.operation == stream_pb2.Mutation.INSERT:
+                    number = int(mutation.new.columns[0].value.int64)
+                    seen.setdefault(number, time.monotonic())
     finally:
         consumer.close()
 

@@ -2,13 +2,10 @@
 
 PgQ ticks for new events, else only after its idle period; the events of a
 transaction in progress at a tick belong to no batch until a later tick, so
-the pacer ticks as soon as such events have committed. It watches the tick's
-transactions in progress, each until it finishes.
+the pacer ticks as soon as such events have committed.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.relay import Pacer
@@ -23,11 +20,8 @@ class Ticks:
         self.calls: list[str] = []
         self.ticks: list[int | None] = []
         self.latest = 1
-        #: the in-progress transactions of each tick's snapshot
-        self.open_at: dict[int, tuple[int, ...]] = {}
-        #: transactions committed with events, and finished without
-        self.committed: set[int] = set()
-        self.finished: set[int] = set()
+        #: whether events committed after the snapshot of each tick
+        self.late: set[int] = set()
 
     def tick(self) -> int | None:
         self.calls.append("tick")
@@ -43,15 +37,11 @@ class Ticks:
 
     def last_tick_snapshot(self) -> str:
         self.calls.append("snapshot")
-        xip = self.open_at.get(self.latest, ())
-        return f"{min(xip, default=90)}:99:{','.join(str(x) for x in xip)}"
+        return f"tick {self.latest}"
 
-    def committed_after(
-        self, snapshot: str, watched: Sequence[int]
-    ) -> tuple[bool, tuple[int, ...]]:
-        self.calls.append(f"look {sorted(watched)}")
-        done = self.committed | self.finished
-        return bool(self.committed & set(watched)), tuple(t for t in watched if t not in done)
+    def committed_after(self, snapshot: str) -> bool:
+        self.calls.append(f"look after {snapshot}")
+        return int(snapshot.split()[1]) in self.late
 
 
 def _pacer(ticks: Ticks) -> Pacer:
@@ -63,20 +53,23 @@ def _pacer(ticks: Ticks) -> Pacer:
 def test_a_commit_after_the_last_tick_is_ticked_for_without_new_events() -> None:
     ticks = Ticks()
     ticks.ticks = [5]
-    ticks.open_at[5] = (91, 92)  # 91 wrote events before tick 5; 92 is unrelated
     pacer = _pacer(ticks)
     pacer.maybe_tick()  # PgQ ticks (new events): tick 5
-    pacer.maybe_tick()  # nothing committed since: no tick
-    assert ticks.calls == ["tick", "tick", "snapshot", "look [91, 92]"]
-    ticks.finished.add(92)  # 92 ends without events: no tick, and no longer watched
+    pacer.maybe_tick()  # nothing committed after tick 5: no tick
     pacer.maybe_tick()
+    assert ticks.calls == [
+        "tick",
+        "tick",
+        "snapshot",
+        "look after tick 5",
+        "tick",
+        "look after tick 5",
+    ]
+    ticks.late.add(5)  # a transaction open at tick 5 commits its events: tick now
     pacer.maybe_tick()
-    assert ticks.calls[-3:] == ["look [91, 92]", "tick", "look [91]"]
-    ticks.committed.add(91)  # 91 commits its events: tick now, not at PgQ's idle period
-    pacer.maybe_tick()
-    assert ticks.calls[-2:] == ["look [91]", "force"]
-    pacer.maybe_tick()  # the new tick's snapshot is read again
-    assert ticks.calls[-3:] == ["tick", "snapshot", "look []"]
+    assert ticks.calls[-2:] == ["look after tick 5", "force"]
+    pacer.maybe_tick()  # the snapshot of the new tick is read again
+    assert ticks.calls[-3:] == ["tick", "snapshot", "look after tick 6"]
 
 
 def test_no_ticks_when_pgqd_ticks() -> None:

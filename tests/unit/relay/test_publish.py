@@ -82,10 +82,8 @@ class Queue:
     def last_tick_snapshot(self) -> str | None:
         return None
 
-    def committed_after(
-        self, snapshot: str, watched: Sequence[int]
-    ) -> tuple[bool, tuple[int, ...]]:
-        return False, ()
+    def committed_after(self, snapshot: str) -> bool:
+        return False
 
     def next_batch(self) -> BatchInfo | None:
         return None
