@@ -75,3 +75,11 @@ def applied_offset(state: WorkerState | None) -> int | None:
 def phase_and_offset(state: WorkerState | None) -> tuple[str, int | None] | None:
     """(phase, offset of the last message applied), None without a state."""
     return None if state is None else (state.phase, applied_offset(state))
+
+
+def table_format_state(root: Path | str, cluster: str, set_name: str) -> WorkerState | None:
+    """The state a Delta or Iceberg target stores for (cluster, set), None if none yet."""
+    from pgshovel.replication.targets._tablefmt_log import TargetFiles
+
+    stored = TargetFiles(Path(root), cluster, set_name).read_state()
+    return None if stored is None else stored[1]

@@ -5,6 +5,8 @@ spark: {master: local[*], conf: {spark.ui.enabled: "false"}}
 loader: {path: pgshovel.replication.loaders:PostgresSnapshotLoader, configuration: {...}}
 stream: {path: pgshovel.replication.streams:KafkaStream, configuration: {...}}
 target: {path: pgshovel.replication.targets.postgresql:PostgresTarget, configuration: {...}}
+# or a built-in target by name, its configuration beside: {type: delta, path: /data/copy},
+# {type: iceberg, warehouse: /data/warehouse, catalog_uri: sqlite:///...}
 snapshots: {rows_per_chunk: 20000, parallel: 2}
 metrics_port: null         # serve Prometheus metrics on metrics_host:<port> when set
 metrics_host: 127.0.0.1
@@ -28,12 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from pydantic import BeforeValidator, Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pgshovel import settings
 from pgshovel.abc import TARGET_CAPABILITIES, Loader, Stream, Target
-from pgshovel.components import ComponentSpec
+from pgshovel.components import ComponentSpec, load_class, validate_arguments
 from pgshovel.policy import OnError
+from pgshovel.settings import SUBPATH
 from pgshovel.source import SourceConnection
 
 DEFAULT_MASTER = "local[*]"
@@ -72,9 +76,55 @@ class StreamSpec(ComponentSpec):
     contract = Stream
 
 
+#: ``target: {type: NAME, ...}``: the built-in targets by name, the other keys their
+#: configuration (``target: {type: delta, path: /data/copy}``).
+TARGET_TYPES = {
+    "delta": "pgshovel.replication.targets.delta:DeltaTarget",
+    "iceberg": "pgshovel.replication.targets.iceberg:IcebergTarget",
+    "parquet": "pgshovel.replication.targets.parquet:ParquetTarget",
+    "postgresql": "pgshovel.replication.targets.postgresql:PostgresTarget",
+}
+
+
 class TargetSpec(ComponentSpec):
     contract = Target
     capabilities = TARGET_CAPABILITIES
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_type(cls, value: Any) -> Any:
+        """``{type: delta, path: ...}`` as ``{path: <the class>, configuration: {path: ...}}``."""
+        if not isinstance(value, dict) or "type" not in value:
+            return value
+        kind = value["type"]
+        if kind not in TARGET_TYPES:
+            raise PydanticCustomError(
+                "pgshovel_component",
+                "{message}",
+                {
+                    "message": f"unknown target type {kind!r}; expected one of "
+                    f"{sorted(TARGET_TYPES)!r}",
+                    SUBPATH: "type",
+                },
+            )
+        configuration = {key: item for key, item in value.items() if key != "type"}
+        try:  # errors name the keys as written: target.warehouse, not target.configuration...
+            validate_arguments(load_class(TARGET_TYPES[kind]), configuration)
+        except ValidationError as error:
+            found: list[InitErrorDetails] = []
+            for detail in error.errors():
+                message = str((detail.get("ctx") or {}).get("message", detail["msg"]))
+                found.append(
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "pgshovel_component", "{message}", {"message": message}
+                        ),
+                        loc=tuple(detail["loc"][1:]),
+                        input=detail.get("input"),
+                    )
+                )
+            raise ValidationError.from_exception_data(error.title, found) from error
+        return {"path": TARGET_TYPES[kind], "configuration": configuration}
 
 
 class ReplicationSettings(settings.Settings):

@@ -87,8 +87,12 @@ def write(
 
 
 def replace(change: FileChange, summary: dict[str, str]) -> None:
-    """Commit ``change`` as one overwrite snapshot (inside its transaction) with ``summary``."""
-    if change.empty:
+    """Commit ``change`` as one overwrite snapshot (inside its transaction) with ``summary``.
+
+    A change of nothing makes no snapshot, except on a table that has none yet: its first
+    snapshot records the horizon from which on the table is (empty and) exact, which time
+    travel by source transaction needs."""
+    if change.empty and change.table.current_snapshot() is not None:
         return
     snapshot = change.transaction.update_snapshot(snapshot_properties=summary).overwrite(
         commit_uuid=change.commit_uuid

@@ -1,4 +1,4 @@
-"""The copy under test, PostgreSQL or Parquet, read the same way: progress, columns, rows.
+"""The copy under test (PostgreSQL, Parquet, Delta, Iceberg), read one way: progress, columns, rows.
 
 ``make_target`` makes the target's configuration (a scratch database or a
 directory under the test's tmp_path) and returns what tests ask of it: the
@@ -17,10 +17,17 @@ from typing import Any
 from psycopg2 import sql
 
 from pgshovel.replication.targets.parquet import read_current_text
-from pgshovel.source import connect
+from pgshovel.source import TableShape, connect
 from pgshovel.stream.state import WorkerState
 from tests.integration.capture._capture import SET
-from tests.stored_state import applied_offset, parquet_state, postgres_state
+from tests.stored_state import (
+    applied_offset,
+    parquet_state,
+    postgres_state,
+    table_format_state,
+)
+
+from ._tableformats import read_table
 
 POSTGRES = "pgshovel.replication.targets.postgresql:PostgresTarget"
 PARQUET = "pgshovel.replication.targets.parquet:ParquetTarget"
@@ -83,19 +90,45 @@ class TargetUnderTest:
     spec: dict[str, Any]
     dsn: str = ""
     path: Path | None = None
+    #: "delta" or "iceberg": a table format copy under ``root``
+    table_format: str = ""
+    root: Path | None = None
+
+    def state(self) -> WorkerState | None:
+        """A table format copy's stored state."""
+        assert self.root is not None
+        return table_format_state(self.root, self.cluster, SET)
+
+    def shape(self, table: str) -> TableShape:
+        state = self.state()
+        shape = None if state is None else state.table("public", table)
+        if shape is None:
+            raise AssertionError(f"the {self.table_format} target does not hold public.{table}")
+        return shape
 
     def progress(self) -> tuple[int | None, int]:
         """(stored stream offset or None, snapshot tasks left)."""
+        if self.table_format:
+            return _progress(self.state())
         if self.path is not None:
             return parquet_progress(self.path)
         return postgres_progress(self.dsn, self.cluster)
 
     def columns(self, table: str) -> list[tuple[str, str]]:
+        if self.table_format:
+            assert self.root is not None
+            shape = self.shape(table)
+            names, _ = read_table(self.table_format, self.root, shape)
+            assert names == list(shape.column_names), f"{table}: the table's own columns"
+            return [(column.name, column.sql_type) for column in shape.columns]
         if self.path is not None:
             return parquet_columns(self.path, table)
         return source_columns(self.dsn, table)
 
     def rows(self, table: str) -> list[tuple[str | None, ...]]:
+        if self.table_format:
+            assert self.root is not None
+            return read_table(self.table_format, self.root, self.shape(table))[1]
         if self.path is not None:
             return sorted(read_current_text(str(self.path), "public", table), key=repr)
         return source_rows(self.dsn, table)
@@ -104,7 +137,13 @@ class TargetUnderTest:
 def make_target(
     kind: str, make_database: Callable[[str], str], tmp_path: Path, cluster: str
 ) -> TargetUnderTest:
-    """A fresh copy of ``kind`` ("postgresql" or "parquet") for one test."""
+    """A fresh copy of ``kind`` ("postgresql", "parquet", "delta" or "iceberg") for one test."""
+    if kind in ("delta", "iceberg"):
+        root = tmp_path / kind
+        key = "path" if kind == "delta" else "warehouse"
+        return TargetUnderTest(
+            cluster, {"type": kind, key: str(root)}, table_format=kind, root=root
+        )
     if kind == "postgresql":
         dsn = make_database("target")
         return TargetUnderTest(cluster, {"path": POSTGRES, "configuration": {"dsn": dsn}}, dsn=dsn)

@@ -1,0 +1,226 @@
+"""A micro-batch plan as one net effect per touched table, for the Delta and Iceberg targets.
+
+``EffectBuilder`` folds a plan's steps (and the parts of a batch too large to
+hold whole) into, per table: its shape before the micro-batch, its shape
+after, the values existing rows got for added columns, whether a TRUNCATE
+came, and for each key touched its last row (with the change columns of the
+mutation that wrote it) or a deletion — the last change wins, a key change
+deletes the old key (``pgshovel.replication.changes.reduce_keyed``). A schema
+change in the middle converts the rows gathered so far to the new shape, as
+the copy's stored rows are converted (``_parquet_tables.evolve``). A renamed
+table's effect moves to its new name (``before`` keeps the stored name), a
+dropped table is listed in ``dropped``; unkeyed tables are refused: a net
+effect needs a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pgshovel.errors import SchemaError
+from pgshovel.protocol import stream_pb2
+from pgshovel.replication.changes import Operation, key_of
+from pgshovel.replication.mutations import to_change
+from pgshovel.replication.provenance import stamp_of
+from pgshovel.replication.targets import _arrow
+from pgshovel.replication.targets._parquet_tables import PROVENANCE, evolve
+from pgshovel.source import TableShape
+from pgshovel.stream.plan import MicroBatchPlan, SchemaStep, Segment
+
+__all__ = ["RELOAD", "EffectBuilder", "TableEffect", "refuse_unkeyed"]
+
+#: The remedy when a copy cannot follow: load it again (the state lives in these files).
+RELOAD = (
+    "reload the target from a fresh snapshot: stop the worker, remove the target's "
+    "_pgshovel/<cluster>.<set> directory and start the worker again"
+)
+
+Identity = tuple[str, str]
+#: a stored row: the shape's values, then txid, batch, timestamp (µs) and provenance
+Row = tuple[Any, ...]
+
+
+def refuse_unkeyed(kind: str, shapes: Sequence[TableShape]) -> None:
+    unkeyed = [shape.qualified for shape in shapes if not shape.key]
+    if unkeyed:
+        raise SchemaError(
+            f"{kind} target: tables {unkeyed!r} have no key, and a table format copy is merged "
+            "by key; declare key_columns for them in the set ('pgshovel-admin set update') or "
+            "replicate them to the postgresql target"
+        )
+
+
+@dataclass
+class TableEffect:
+    """One table's part of a micro-batch (see the module docstring)."""
+
+    #: the table's shape before the micro-batch (None: the micro-batch creates it)
+    before: TableShape | None
+    shape: TableShape
+    defaults: dict[str, stream_pb2.Value] = field(default_factory=dict)
+    truncate: bool = False
+    truncate_txid: int | None = None
+    truncate_time: int | None = None
+    #: key -> last row (None: deleted), in the order of the last change
+    rows: dict[tuple[Any, ...], Row | None] = field(default_factory=dict)
+    batches: set[int] = field(default_factory=set)
+
+    def table(self) -> pa.Table:
+        """The rows as a net effect's Arrow rows (``_effect.effect_schema``)."""
+        from pgshovel.replication.tables._effect import effect_schema
+
+        shape = self.shape
+        width = len(shape.columns)
+        positions = shape.key_positions
+        values: list[Row] = []
+        deleted: list[bool] = []
+        for key, row in self.rows.items():
+            if row is None:
+                cells: list[Any] = [None] * (width + 4)
+                for position, value in zip(positions, key, strict=True):
+                    cells[position] = value
+                values.append(tuple(cells))
+                deleted.append(True)
+            else:
+                values.append(row)
+                deleted.append(False)
+        data = _arrow.to_arrow(shape, [row[:width] for row in values])
+        change_columns = [
+            pa.array([row[width] for row in values], pa.int64()),
+            pa.array([row[width + 1] for row in values], pa.int64()),
+            pa.array([row[width + 2] for row in values], pa.timestamp("us", tz="UTC")),
+            pa.array([row[width + 3] for row in values], PROVENANCE),
+        ]
+        arrays = [*data.columns, *change_columns, pa.array(deleted, pa.bool_())]
+        return pa.Table.from_arrays(arrays, schema=effect_schema(shape))
+
+    def evolve_to(self, after: TableShape, defaults: dict[str, stream_pb2.Value]) -> None:
+        """Convert the rows gathered so far to ``after`` (a schema change of the table)."""
+        before = self.shape
+        width = len(before.columns)
+        kept = [(key, row) for key, row in self.rows.items() if row is not None]
+        converted = evolve(
+            _arrow.to_arrow(before, [row[:width] for _, row in kept]), before, after, defaults
+        )
+        if converted.num_rows != len(kept):  # a key column lost its values: the table empties
+            self.rows.clear()
+        else:
+            columns = [converted.column(name).to_pylist() for name in after.column_names]
+            new_rows = iter(zip(*columns, strict=True)) if columns else iter(())
+            updated: dict[tuple[Any, ...], Row | None] = {}
+            for key, row in self.rows.items():
+                if row is None:
+                    updated[key] = None
+                    continue
+                values = next(new_rows)
+                updated[key_of(values, after.key_positions)] = (*values, *row[width:])
+            self.rows = updated
+        self.defaults.update(defaults)
+        self.shape = after
+
+
+class EffectBuilder:
+    """Folds the steps of a micro-batch (or of its parts) into ``TableEffect``s."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.effects: dict[Identity, TableEffect] = {}
+        #: the tables to drop (as they are stored), before the micro-batch's commits
+        self.dropped: list[TableShape] = []
+
+    def add(self, plan: MicroBatchPlan) -> None:
+        for step in plan.steps:
+            if isinstance(step, Segment):
+                for run in step.runs:
+                    self._run(run.table, run.entries)
+            else:
+                self._schema(step)
+
+    def _effect(self, shape: TableShape) -> TableEffect:
+        effect = self.effects.get(shape.identity)
+        if effect is None:
+            effect = self.effects[shape.identity] = TableEffect(shape, shape)
+        return effect
+
+    def _run(self, shape: TableShape, entries: Sequence[tuple[Any, stream_pb2.Mutation]]) -> None:
+        refuse_unkeyed(self.kind, [shape])
+        effect = self._effect(shape)
+        positions = shape.key_positions
+        rows = effect.rows
+        for batch, mutation in entries:
+            effect.batches.add(batch.batch_id)
+            change = to_change(mutation, shape, _arrow.arrow_value)
+            if change.operation is Operation.TRUNCATE:
+                effect.truncate = True
+                effect.truncate_txid = mutation.transaction
+                effect.truncate_time = mutation.timestamp
+                rows.clear()
+                continue
+            if change.operation is not Operation.INSERT and change.old is not None:
+                old_key = key_of(change.old, positions)
+                rows.pop(old_key, None)
+                rows[old_key] = None
+            if change.operation is not Operation.DELETE and change.new is not None:
+                stamp = stamp_of(mutation)
+                new_key = key_of(change.new, positions)
+                rows.pop(new_key, None)
+                rows[new_key] = (
+                    *change.new,
+                    mutation.transaction,
+                    batch.batch_id,
+                    mutation.timestamp,
+                    None if stamp is None else stamp._asdict(),
+                )
+
+    def _schema(self, step: SchemaStep) -> None:
+        before, after, change = step.before, step.after, step.change
+        if after is None:
+            if before is not None and change.kind == stream_pb2.SchemaChange.DROP:
+                self._drop(before)
+            return  # left the set, or its capture broke: keep the copy as it is
+        refuse_unkeyed(self.kind, [after])
+        if before is None:
+            self.effects.setdefault(after.identity, TableEffect(None, after))
+            return
+        defaults = {column.name: column.value for column in change.added_defaults}
+        if before.key != after.key:
+            self._rekey(before, after)
+        if before.identity == after.identity:
+            self._effect(before).evolve_to(after, defaults)
+            return
+        if after.identity in self.effects:
+            raise SchemaError(
+                f"table {before.qualified!r} was renamed to {after.qualified!r}, a name another "
+                f"table had in the same micro-batch, which the {self.kind} target cannot follow; "
+                f"{RELOAD}"
+            )
+        effect = self.effects.pop(before.identity, None) or TableEffect(before, before)
+        effect.evolve_to(after, defaults)
+        self.effects[after.identity] = effect
+
+    def _drop(self, shape: TableShape) -> None:
+        """The copy of a dropped table goes (what it held under its name before the
+        micro-batch: a table renamed in the micro-batch is dropped under its old name)."""
+        effect = self.effects.pop(shape.identity, None)
+        stored = shape if effect is None else effect.before
+        if stored is not None:
+            self.dropped.append(stored)
+
+    def _rekey(self, before: TableShape, after: TableShape) -> None:
+        """The key changed (``set update``): rows gathered under the old key can be merged by
+        the new one only after a TRUNCATE (the table is overwritten then); otherwise the
+        copy's stored rows would have to be removed by their old key first."""
+        effect = self.effects.get(before.identity)
+        if effect is None or not effect.rows:
+            return
+        if not effect.truncate:
+            raise SchemaError(
+                f"table {before.qualified!r}: its key changed from {list(before.key)!r} to "
+                f"{list(after.key)!r} in a micro-batch that also changed its rows, which the "
+                f"{self.kind} target cannot merge yet; {RELOAD}"
+            )
+        effect.rows = {key: row for key, row in effect.rows.items() if row is not None}

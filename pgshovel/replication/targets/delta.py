@@ -1,0 +1,78 @@
+"""The Delta Lake target: the set's tables as Delta tables under ``path`` (delta-rs, no JVM).
+
+A thin adapter over ``pgshovel.replication.tables`` (``DeltaTables``); what it
+shares with the Iceberg target is in ``_tablefmt``. Each table lives under
+``<path>/<schema>/<table>`` with the change data feed on; each micro-batch is
+one MERGE commit per touched table carrying an application transaction
+(``pgshovel:<cluster>:<set>``, the micro-batch's counter) and the stream
+position in its commit metadata. The worker's own files are under
+``<path>/_pgshovel/``. Read a table with ``deltalake.DeltaTable(path)``,
+DuckDB's ``delta_scan`` or Spark with the Delta runtime. Needs the ``tables``
+extra (``pip install 'pgshovel[tables]'``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from pgshovel.settings import NonEmptyText
+from pgshovel.source import TableShape
+
+try:
+    from pgshovel.replication.tables._ddl import drop_delta, rename_delta
+    from pgshovel.replication.tables._delta import DeltaTables
+    from pgshovel.replication.tables._snapshot import WrittenFile, commit_delta_snapshot
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"the delta target needs the tables extra: pip install 'pgshovel[tables]' ({error})"
+    ) from error
+
+from pgshovel.replication.targets._tablefmt import TableFormatTarget
+
+__all__ = ["DeltaTarget"]
+
+
+class DeltaTarget(TableFormatTarget):
+    """Replicates into Delta tables under ``path`` (a local or mounted directory)."""
+
+    kind = "delta"
+    snapshot_suffix = ""
+
+    def __init__(self, path: NonEmptyText, change_data_feed: bool = True) -> None:
+        super().__init__(Path(path))
+        self.path = path
+        self.change_data_feed = change_data_feed
+
+    def _make_tables(self, app_id: str) -> DeltaTables:
+        return DeltaTables(self.root, app_id, change_data_feed=self.change_data_feed)
+
+    def _reset_table(self, shape: TableShape) -> None:
+        self.tables.forget(shape)
+        shutil.rmtree(self.tables.path(shape), ignore_errors=True)
+        self.tables.create(shape)
+
+    def _commit_snapshot(
+        self, shape: TableShape, files: Sequence[WrittenFile], record: Any
+    ) -> None:
+        commit_delta_snapshot(self.tables, shape, files, record)
+
+    def _rename_table(self, before: TableShape, after: TableShape) -> None:
+        rename_delta(self.tables, before, after)
+
+    def _drop_table(self, shape: TableShape) -> None:
+        drop_delta(self.tables, shape)
+
+    def _read_between(self, shape: TableShape, name: str, low: Any, high: Any) -> pa.Table:
+        dataset = self.tables.table(shape).to_pyarrow_dataset()
+        field = ds.field(name)
+        bounds = [field >= low] if low is not None else []
+        bounds += [field <= high] if high is not None else []
+        condition = bounds[0] if len(bounds) == 1 else bounds[0] & bounds[1]
+        table: pa.Table = dataset.to_table(filter=condition)
+        return table
