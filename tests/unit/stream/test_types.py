@@ -13,6 +13,7 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.replication import copyrows
 from pgshovel.replication.tables import _text
 from pgshovel.replication.targets import _arrow
+from pgshovel.source import Column
 from pgshovel.stream import _codec_encode, _codec_fill, _codec_python, _codec_scalar, codec
 from pgshovel.stream.types import (
     ARROW_KINDS,
@@ -20,6 +21,7 @@ from pgshovel.stream.types import (
     BY_TYPNAME,
     TYPES,
     VALUE_KINDS,
+    PgType,
     lookup,
     names_of,
 )
@@ -140,3 +142,24 @@ def test_a_known_types_codec_is_built_once_not_per_lookup() -> None:
         assert codec.encoder_for(name) is codec.encoder_for(name)
         assert codec.filler_for(name) is codec.filler_for(name)
         assert copyrows.encoder_for(name) is copyrows.encoder_for(name)
+
+
+def test_a_type_of_a_known_kind_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What adding a type costs: its entry; the tables built from the registry all have it.
+    added = PgType("xid", "int64", "int64", bounds=(0, 2**32 - 1))
+    for module in (_codec_fill, _codec_encode):
+        monkeypatch.setattr(module, "TYPES", (*TYPES, added))
+    fillers = _codec_fill.build_fillers()
+    encoders = _codec_encode.build_encoders(fillers)
+    assert {"xid", "_xid"} <= set(fillers) & set(encoders)
+    value = stream_pb2.Value()
+    fillers["xid"](value, "4294967295")
+    assert value.int64 == 2**32 - 1
+    assert encoders["xid"]("4294967295") == value.SerializeToString()
+    with pytest.raises(ValueError, match="out of range"):
+        encoders["xid"]("-1")
+    assert copyrows.COPY_BY_KIND[added.kind] is copyrows.encoder_for("int8")
+    assert _arrow.ARROW_BY_KIND[added.arrow].type == _arrow.arrow_type(
+        Column(name="c", sql_type="bigint", type_name="int8")
+    )
+    assert _text.TEXT_BY_KIND[added.arrow] is _text._CONVERTERS["int8"]
