@@ -5,9 +5,13 @@ end: each relay run inserts ``relay_events`` orders (in transactions of
 50,000 rows) while the relay idles, then ticks once, so one batch holds them
 all, and waits for the queue to drain. The rate is events ÷ the seconds the
 relay logged for that batch (take, read, frame, Kafka acks=all, finish). The
-baseline produces the same number of messages with the same sizes (read back
-from the relay's own messages on the topic) through a producer with the
-relay's settings (``producer_settings``), flushing once at the end. The
+baseline produces the same messages' bytes (as many messages, of the sizes read
+back from the relay's own messages on the topic) through a producer with the
+relay's settings (``producer_settings``), flushing once at the end; its rate is
+the run's events over the seconds that took, so the ratio is the raw producer's
+time for the same bytes over the relay's (with the batched encoding a message
+holds many events: counting the producer's messages instead would compare
+messages with events). The
 relay's CPU seconds and peak RSS are read from /proc around each run, and the
 shares of its batch time spent reading rows, decoding and in Kafka from its
 batch log lines (``details.time_split_reading_decoding_kafka``).
@@ -143,7 +147,8 @@ def relay_run(
 
 
 def producer_run(kafka: dict[str, str], sizes: list[int]) -> float:
-    """Messages/s of a raw producer with the relay's settings, one flush at the end."""
+    """Seconds a raw producer with the relay's settings takes to send messages of ``sizes``,
+    one flush at the end."""
     settings = producer_settings(kafka["bootstrap.servers"], kafka)
     producer = Producer(settings, logger=_stack.KAFKA_LOG)
     payloads = {size: b"x" * size for size in set(sizes)}
@@ -171,7 +176,7 @@ def producer_run(kafka: dict[str, str], sizes: list[int]) -> float:
             f"raw producer: {remaining!r} messages undelivered, {len(failures)!r} failed "
             f"(first: {failures[:1]!r}); is the sandbox's Kafka healthy?"
         )
-    return len(sizes) / seconds
+    return seconds
 
 
 def profile_top(stats_file: Path, report: Path, lines: int = 25) -> list[str]:
@@ -203,6 +208,8 @@ def measure(
     bench = RelayBench(sandbox, workdir)
     runs = RelayRuns()
     sizes: list[int] = []
+    #: the events the relay's messages of ``sizes`` carried
+    carried = 0
     kafka = sandbox.kafka_config()
     try:
         bench.start_relay("relay-throughput.log")
@@ -220,11 +227,14 @@ def measure(
                 if not sizes:
                     sizes = _stack.message_sizes(kafka, _stack.topic_of(SET), first, end)
                     runs.mean_message_bytes = sum(sizes) / len(sizes)
+                    carried = events
                 logger.info("relay round %d: %.0f events/s", number + 1, rate)
             else:
-                runs.producer_rates.append(producer_run(kafka, sizes))
+                runs.producer_rates.append(carried / producer_run(kafka, sizes))
                 logger.info(
-                    "raw producer round %d: %.0f messages/s", number + 1, runs.producer_rates[-1]
+                    "raw producer round %d: the same bytes at %.0f events/s",
+                    number + 1,
+                    runs.producer_rates[-1],
                 )
         if profile:
             runs.profile = profiled_run(bench, settings.relay_events)
@@ -237,6 +247,7 @@ def figures(runs: RelayRuns, settings: Settings) -> list[Figure]:
     details = {
         "events_per_run": settings.relay_events,
         "messages_per_run_include_begin_commit": True,
+        "baseline_sends_the_relays_messages_bytes": True,
         "mean_message_bytes": round(runs.mean_message_bytes, 1),
         "time_split_reading_decoding_kafka": runs.time_split,
         "profile_tottime_top": runs.profile,
@@ -248,8 +259,8 @@ def figures(runs: RelayRuns, settings: Settings) -> list[Figure]:
             unit="/s",
             values=runs.relay_rates,
             baseline=runs.producer_rates,
-            baseline_title="raw confluent-kafka producer",
-            goals=(Goal("value", ">=", 50_000), Goal("ratio", ">=", 0.5)),
+            baseline_title="raw confluent-kafka producer, the same messages' bytes",
+            goals=(Goal("value", ">=", 150_000), Goal("ratio", ">=", 0.3)),
             details=details,
         ),
         Figure(
