@@ -3,9 +3,10 @@
 The PostgreSQL target writes a micro-batch's net rows with ``COPY ... FROM
 STDIN``. ``RowText(table)`` reads a protocol ``Row`` of ``table`` directly into
 COPY fields (escaped text, ``\\N`` for NULL), with no text tuple in between.
-Each column has an encoder picked by its type that reads the kind the type
-travels as and hands any other kind (NULL, ``other`` past the protocol's range,
-a damaged value) to the general path, ``copytext.encode_value(codec.to_text())``:
+Each column has an encoder picked by the kind its type travels as (the
+registry, ``pgshovel.stream.types``) that reads that kind and hands any other
+kind (NULL, ``other`` past the protocol's range, a damaged value) to the
+general path, ``copytext.encode_value(codec.to_text())``:
 every field is byte for byte what the codec prints, escaped, and a value the
 codec refuses is the codec's ``CodecError``. A row that holds the table's
 columns in order (what a relay writes) is read by position; any other row goes
@@ -25,8 +26,9 @@ from pgshovel.replication.changes import Key
 from pgshovel.replication.mutations import column_name, row_values
 from pgshovel.source import Column, TableShape, copytext
 from pgshovel.stream import codec
-from pgshovel.stream._codec_scalar import INTEGER_RANGES, check_decimal, format_uuid
+from pgshovel.stream._codec_scalar import check_decimal, format_uuid
 from pgshovel.stream._codec_temporal import format_timestamp
+from pgshovel.stream.types import TYPES, ValueKind
 
 __all__ = ["Pending", "RowText", "encode_value", "row_text"]
 
@@ -38,7 +40,6 @@ Encode = Callable[[stream_pb2.Value], str]
 Pending = stream_pb2.Row | str
 
 NULL_FIELD = "\\N"
-_TEXT_TYPES = ("text", "varchar", "bpchar", "name", "char")
 
 
 def encode_value(value: stream_pb2.Value) -> str:
@@ -117,17 +118,23 @@ def _encode_bytea(value: stream_pb2.Value) -> str:
     return encode_value(value)
 
 
-_ENCODERS: dict[str, Encode] = {
-    **{name: _encode_integer for name in INTEGER_RANGES},
-    **{name: _encode_string for name in _TEXT_TYPES},
-    "json": _encode_json,
-    "jsonb": _encode_json,
-    "numeric": _encode_decimal,
-    "timestamp": _encode_timestamp,
-    "timestamptz": _encode_timestamp,
+#: The COPY encoder of each Value kind a registered type travels as; the kinds
+#: without a shortcut take the general path.
+COPY_BY_KIND: dict[ValueKind, Encode] = {
+    "int64": _encode_integer,
+    "double": encode_value,
+    "decimal": _encode_decimal,
+    "bool": encode_value,
+    "bytes": _encode_bytea,
     "uuid": _encode_uuid,
-    "bytea": _encode_bytea,
+    "json": _encode_json,
+    "string": _encode_string,
+    "date": encode_value,
+    "time": encode_value,
+    "timestamp": _encode_timestamp,
+    "interval": encode_value,
 }
+_ENCODERS: dict[str, Encode] = {pg_type.name: COPY_BY_KIND[pg_type.kind] for pg_type in TYPES}
 
 
 def encoder_for(type_name: str) -> Encode:

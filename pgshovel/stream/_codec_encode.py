@@ -5,7 +5,8 @@ matching filler (``_codec_fill``) does and returns the bytes the protobuf
 runtime would serialize for the filled ``Value``, byte for byte, without
 building the message (see ``_codec_wire``). Types whose values are rare or
 nested (arrays) are filled through their filler and serialized, which gives the
-same bytes by construction. Errors are those of the fillers: ``ValueError`` or
+same bytes by construction; the registry's types (``pgshovel.stream.types``)
+get theirs by kind (``ENCODE_BY_KIND``). Errors are those of the fillers: ``ValueError`` or
 ``OverflowError`` with a lowercase reason, the public codec adds the type name.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream import _codec_scalar as scalar
 from pgshovel.stream import _codec_temporal as temporal
-from pgshovel.stream._codec_fill import MAX_TIMESTAMP_MICROS, STRING_TYPES, Filler
+from pgshovel.stream._codec_fill import MAX_TIMESTAMP_MICROS, Filler
 from pgshovel.stream._codec_float import parse_float
 from pgshovel.stream._codec_wire import (
     clustered_varint,
@@ -25,6 +26,7 @@ from pgshovel.stream._codec_wire import (
     varint,
     zigzag,
 )
+from pgshovel.stream.types import TYPES, PgType, ValueKind
 
 Encoder = Callable[[str], bytes]
 
@@ -109,8 +111,7 @@ def other_encoder(type_name: str) -> Encoder:
     return encode
 
 
-def _timestamp_encoder(with_zone: bool) -> Encoder:
-    type_name = "timestamptz" if with_zone else "timestamp"
+def _timestamp_encoder(type_name: str, with_zone: bool) -> Encoder:
     type_piece = length_prefixed(_FIELD1_TEXT, type_name.encode())
     zone = _WITH_ZONE if with_zone else b""
     parse = temporal.parse_timestamp
@@ -187,31 +188,31 @@ def filled_encoder(fill: Filler) -> Encoder:
     return encode
 
 
+def _integer(pg_type: PgType) -> Encoder:
+    return _integer_encoder(pg_type.integer_range())
+
+
+#: How a type of each Value kind is encoded, given its registry entry.
+ENCODE_BY_KIND: dict[ValueKind, Callable[[PgType], Encoder]] = {
+    "int64": _integer,
+    "double": lambda _type: _encode_float,
+    "decimal": lambda _type: _encode_decimal,
+    "bool": lambda _type: _encode_bool,
+    "bytes": lambda _type: _encode_bytea,
+    "uuid": lambda _type: _encode_uuid,
+    "json": lambda _type: _encode_json,
+    "string": lambda _type: _encode_string,
+    "date": lambda _type: _encode_date,
+    "time": lambda pg_type: _time_encoder(pg_type.with_zone),
+    "timestamp": lambda pg_type: _timestamp_encoder(pg_type.name, pg_type.with_zone),
+    "interval": lambda _type: _encode_interval,
+}
+
+
 def build_encoders(fillers: dict[str, Filler]) -> dict[str, Encoder]:
-    """An encoder for every type of ``fillers`` (the codec's table of fillers)."""
-    encoders: dict[str, Encoder] = {
-        name: _integer_encoder(bounds) for name, bounds in scalar.INTEGER_RANGES.items()
-    }
-    encoders.update(
-        {
-            "float4": _encode_float,
-            "float8": _encode_float,
-            "numeric": _encode_decimal,
-            "bool": _encode_bool,
-            "bytea": _encode_bytea,
-            "uuid": _encode_uuid,
-            "json": _encode_json,
-            "jsonb": _encode_json,
-            "date": _encode_date,
-            "time": _time_encoder(False),
-            "timetz": _time_encoder(True),
-            "timestamp": _timestamp_encoder(False),
-            "timestamptz": _timestamp_encoder(True),
-            "interval": _encode_interval,
-        }
-    )
-    for name in STRING_TYPES:
-        encoders[name] = _encode_string
+    """An encoder for every type of ``fillers`` (the codec's table of fillers): the
+    registry's types by their kind, the others (arrays) through their filler."""
+    encoders = {pg_type.name: ENCODE_BY_KIND[pg_type.kind](pg_type) for pg_type in TYPES}
     for name, fill in fillers.items():
         if name not in encoders:
             encoders[name] = filled_encoder(fill)

@@ -7,7 +7,9 @@ and the copy into the row (protobuf copies a message passed to ``add`` or a
 constructor). Fillers never handle NULL (the caller sets ``null``) and raise
 ``ValueError`` or ``OverflowError`` with a lowercase reason for text PostgreSQL
 does not print for the type; the public codec adds the type name. After a
-failure the value may be partly written: callers discard it.
+failure the value may be partly written: callers discard it. ``build_fillers``
+makes one per type of the registry (``pgshovel.stream.types``) by its kind
+(``FILL_BY_KIND``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pgshovel.stream import _codec_scalar as scalar
 from pgshovel.stream import _codec_temporal as temporal
 from pgshovel.stream._codec_array import parse_array
 from pgshovel.stream._codec_float import parse_float
+from pgshovel.stream.types import TYPES, PgType, ValueKind
 
 Filler = Callable[[stream_pb2.Value, str], None]
 
@@ -28,7 +31,6 @@ MAX_TIMESTAMP_MICROS = 2**63 - 1
 # Built-in element types whose arrays are not comma-delimited (box uses ';'):
 # such arrays are kept whole as Other rather than split at the wrong character.
 NON_COMMA_ARRAYS = frozenset({"_box"})
-STRING_TYPES = ("text", "varchar", "bpchar", "name", "char")
 
 
 def shorten(text: str) -> str:
@@ -80,8 +82,7 @@ def _fill_string(value: stream_pb2.Value, text: str) -> None:
     value.string = text
 
 
-def _timestamp_filler(with_zone: bool) -> Filler:
-    type_name = "timestamptz" if with_zone else "timestamp"
+def _timestamp_filler(type_name: str, with_zone: bool) -> Filler:
     parse = temporal.parse_timestamp
 
     def fill(value: stream_pb2.Value, text: str) -> None:
@@ -198,34 +199,34 @@ def unknown_array_filler(type_name: str) -> Filler:
     return fill
 
 
+def _integer(pg_type: PgType) -> Filler:
+    return _integer_filler(pg_type.integer_range())
+
+
+#: How a type of each Value kind is filled, given its registry entry.
+FILL_BY_KIND: dict[ValueKind, Callable[[PgType], Filler]] = {
+    "int64": _integer,
+    "double": lambda _type: _fill_float,
+    "decimal": lambda _type: _fill_decimal,
+    "bool": lambda _type: _fill_bool,
+    "bytes": lambda _type: _fill_bytea,
+    "uuid": lambda _type: _fill_uuid,
+    "json": lambda _type: _fill_json,
+    "string": lambda _type: _fill_string,
+    "date": lambda _type: _fill_date,
+    "time": lambda pg_type: _time_filler(pg_type.with_zone),
+    "timestamp": lambda pg_type: _timestamp_filler(pg_type.name, pg_type.with_zone),
+    "interval": lambda _type: _fill_interval,
+}
+
+
 def build_fillers() -> dict[str, Filler]:
-    """The fillers of every type with a native kind, and of arrays of those types."""
-    fillers: dict[str, Filler] = {
-        name: _integer_filler(bounds) for name, bounds in scalar.INTEGER_RANGES.items()
-    }
-    fillers.update(
-        {
-            "float4": _fill_float,
-            "float8": _fill_float,
-            "numeric": _fill_decimal,
-            "bool": _fill_bool,
-            "bytea": _fill_bytea,
-            "uuid": _fill_uuid,
-            "json": _fill_json,
-            "jsonb": _fill_json,
-            "date": _fill_date,
-            "time": _time_filler(False),
-            "timetz": _time_filler(True),
-            "timestamp": _timestamp_filler(False),
-            "timestamptz": _timestamp_filler(True),
-            "interval": _fill_interval,
-        }
-    )
-    for name in STRING_TYPES:
-        fillers[name] = _fill_string
-    for name, fill in list(fillers.items()):
-        if name in STRING_TYPES:
+    """The fillers of every registered type (``types.TYPES``) and of its array type."""
+    fillers = {pg_type.name: FILL_BY_KIND[pg_type.kind](pg_type) for pg_type in TYPES}
+    for pg_type in TYPES:
+        name = pg_type.name
+        if pg_type.kind == "string":
             fillers["_" + name] = _string_array_filler(name)
         else:
-            fillers["_" + name] = _array_filler(name, fill)
+            fillers["_" + name] = _array_filler(name, fillers[name])
     return fillers

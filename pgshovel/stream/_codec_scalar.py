@@ -13,12 +13,6 @@ from __future__ import annotations
 import re
 import uuid
 
-INTEGER_RANGES = {
-    "int2": (-(2**15), 2**15 - 1),
-    "int4": (-(2**31), 2**31 - 1),
-    "int8": (-(2**63), 2**63 - 1),
-    "oid": (0, 2**32 - 1),
-}
 _DECIMAL_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?|NaN|-?Infinity")
 _BOOLEANS = {"t": True, "f": False, "true": True, "false": False}
 

@@ -12,10 +12,12 @@ types are ``_`` + element typname; types without a native kind travel as
 ``Value.other`` with their text verbatim, so nothing is ever lost or nulled;
 so do timestamps after 294247-01-10 04:00:54.775807 UTC, where microseconds
 since 1970 overflow the protocol's sint64 (PostgreSQL goes on to 294276 AD).
-Decoders and encoders are looked up in dicts built once at import; hot loops
-take a column's decoder once, either ``filler_for`` (writes each value straight
-into a message being built) or ``encoder_for`` (the relay: each value straight
-to its serialized bytes, the same bytes the filled message serializes to).
+Decoders and encoders are looked up in dicts built once at import from the
+type registry (``pgshovel.stream.types``: which types have a native kind); hot
+loops take a column's decoder once, either ``filler_for`` (writes each value
+straight into a message being built) or ``encoder_for`` (the relay: each value
+straight to its serialized bytes, the same bytes the filled message serializes
+to).
 """
 
 from __future__ import annotations

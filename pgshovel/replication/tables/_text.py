@@ -11,12 +11,13 @@ their text. Everything else — and any value a vectorised cast refuses (a BC
 date, ``infinity``, a ``NaN`` numeric) — goes through
 ``pgshovel.replication.targets._arrow.from_text``, the Parquet target's
 conversion, so both paths yield the same values and raise the same errors.
+Which path a column takes follows its type's Arrow kind in the type registry
+(``pgshovel.stream.types``, ``TEXT_BY_KIND``).
 """
 
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -27,18 +28,13 @@ from pgshovel.errors import CodecError
 from pgshovel.replication.targets._arrow import arrow_type, from_text, table_schema
 from pgshovel.source import Column, TableShape
 from pgshovel.source.copytext import decode_value
-from pgshovel.stream import codec
+from pgshovel.stream.types import TYPES, ArrowKind
 
 __all__ = ["copy_text_to_arrow", "lines_to_arrow", "text_to_arrow"]
 
-# Types whose Arrow value is PostgreSQL's text itself (``from_text`` returns it unchanged).
-_VERBATIM = frozenset({"text", "varchar", "bpchar", "name", "char", "json", "jsonb", "numeric"})
-_INTEGERS = frozenset({"int2", "int4", "int8", "oid"})
-_FLOATS = frozenset({"float4", "float8"})
 _DATE = r"^\d{4}-\d\d-\d\d$"
 _TIMESTAMP = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?$"
 _TIMESTAMPTZ = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$"
-_NUMERIC_TYPED = re.compile(r"numeric\(\d+,\d+\)")
 
 
 def _per_value(column: Column, values: pa.Array) -> pa.Array:
@@ -78,28 +74,46 @@ def _by_pattern(pattern: str) -> Callable[[Column, pa.Array], pa.Array]:
     return convert
 
 
-def _converter(column: Column) -> Callable[[Column, pa.Array], pa.Array]:
-    name = column.type_name
-    if name == "bool":
-        return _bool
-    if name in _INTEGERS or name in _FLOATS:
-        return _cast_or_per_value
-    if name == "numeric" and _NUMERIC_TYPED.fullmatch(column.sql_type.replace(" ", "")):
-        return _cast_or_per_value if pa.types.is_decimal(arrow_type(column)) else _verbatim
-    if name == "date":
-        return _by_pattern(_DATE)
-    if name == "timestamp":
-        return _by_pattern(_TIMESTAMP)
-    if name == "timestamptz":
-        return _by_pattern(_TIMESTAMPTZ)
-    if name in _VERBATIM or (name not in codec.known_types() and not name.startswith("_")):
-        # Unknown scalar types travel as ``Other`` text: their Arrow value is the text.
-        return _verbatim
-    return _per_value
-
-
 def _verbatim(column: Column, values: pa.Array) -> pa.Array:
     return values
+
+
+def _numeric(column: Column, values: pa.Array) -> pa.Array:
+    """``numeric(p,s)`` stored as a decimal is cast; any other numeric is its text."""
+    if pa.types.is_decimal(arrow_type(column)):
+        return _cast_or_per_value(column, values)
+    return values
+
+
+Converter = Callable[[Column, pa.Array], pa.Array]
+
+#: How the text of each of the registry's Arrow kinds becomes its Arrow values.
+TEXT_BY_KIND: dict[ArrowKind, Converter] = {
+    "bool": _bool,
+    "int16": _cast_or_per_value,
+    "int32": _cast_or_per_value,
+    "int64": _cast_or_per_value,
+    "float32": _cast_or_per_value,
+    "float64": _cast_or_per_value,
+    "binary": _per_value,
+    "date32": _by_pattern(_DATE),
+    "timestamp": _by_pattern(_TIMESTAMP),
+    "timestamptz": _by_pattern(_TIMESTAMPTZ),
+    "decimal": _numeric,
+    "text": _verbatim,
+    "string": _per_value,
+}
+_CONVERTERS: dict[str, Converter] = {pg_type.name: TEXT_BY_KIND[pg_type.arrow] for pg_type in TYPES}
+
+
+def _converter(column: Column) -> Converter:
+    converter = _CONVERTERS.get(column.type_name)
+    if converter is not None:
+        return converter
+    if column.type_name.startswith("_"):
+        return _per_value  # arrays: their codec text
+    # Unknown scalar types travel as ``Other`` text: their Arrow value is the text.
+    return _verbatim
 
 
 def text_to_arrow(column: Column, values: pa.Array) -> pa.Array:

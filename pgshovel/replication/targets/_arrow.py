@@ -12,7 +12,9 @@
 | timestamp, timestamptz | timestamp(us), timestamp(us, UTC) | ±infinity: int64 max / min µs |
 | everything else (time, timetz, interval, uuid, json, arrays, ...) | string | exact text |
 
-(Spark cannot read Parquet's TIME type: times travel as their text.)
+(Spark cannot read Parquet's TIME type: times travel as their text.) Each
+type's Arrow kind is declared in the type registry (``pgshovel.stream.types``);
+``ARROW_BY_KIND`` is the one table of what each kind is stored as.
 
 Values are read straight from the typed ``Value`` of the stream; snapshot rows
 arrive as COPY text and are decoded first by the codec the relay uses
@@ -26,7 +28,7 @@ from __future__ import annotations
 import decimal
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -34,6 +36,7 @@ from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
 from pgshovel.source import Column, TableShape
 from pgshovel.stream import codec
+from pgshovel.stream.types import BY_TYPNAME, TYPES, ArrowKind, ValueKind
 
 Value = stream_pb2.Value
 
@@ -73,24 +76,57 @@ def _decimal(value: Value) -> decimal.Decimal:
     return number
 
 
+class _Stored(NamedTuple):
+    """What an Arrow kind of the registry is stored as."""
+
+    #: The Arrow type (None: chosen per column, see ``_decimal_type``).
+    type: pa.DataType | None
+    #: The Arrow kinds its stored values turn into by an exact cast.
+    widens_to: tuple[ArrowKind, ...] = ()
+
+
+#: The one table of Arrow kinds (``pgshovel.stream.types.ArrowKind``).
+ARROW_BY_KIND: dict[ArrowKind, _Stored] = {
+    "bool": _Stored(pa.bool_()),
+    "int16": _Stored(pa.int16(), ("int32", "int64")),
+    "int32": _Stored(pa.int32(), ("int64",)),
+    "int64": _Stored(pa.int64()),
+    "float32": _Stored(pa.float32(), ("float64",)),
+    "float64": _Stored(pa.float64()),
+    "binary": _Stored(pa.binary()),
+    "date32": _Stored(pa.date32()),
+    "timestamp": _Stored(pa.timestamp("us")),
+    "timestamptz": _Stored(pa.timestamp("us", tz="UTC")),
+    "decimal": _Stored(None),
+    "text": _Stored(pa.string()),
+    "string": _Stored(pa.string()),
+}
+# How a value of each kind a native Arrow type holds is read from the protocol.
+_READ_BY_KIND: dict[ValueKind, Callable[[Value], Any]] = {
+    "bool": lambda value: value.bool,
+    "int64": _int,
+    "double": _float,
+    "bytes": lambda value: value.bytes,
+    "date": _date,
+    "timestamp": _timestamp,
+}
+# Arrow kinds held as text: their values are the codec's text, not read natively.
+_AS_TEXT = frozenset({"decimal", "text", "string"})
 _BY_KIND: dict[str, tuple[pa.DataType, str, Callable[[Value], Any]]] = {
-    "bool": (pa.bool_(), "bool", lambda value: value.bool),
-    "int2": (pa.int16(), "int64", _int),
-    "int4": (pa.int32(), "int64", _int),
-    "int8": (pa.int64(), "int64", _int),
-    "oid": (pa.int64(), "int64", _int),
-    "float4": (pa.float32(), "double", _float),
-    "float8": (pa.float64(), "double", _float),
-    "bytea": (pa.binary(), "bytes", lambda value: value.bytes),
-    "date": (pa.date32(), "date", _date),
-    "timestamp": (pa.timestamp("us"), "timestamp", _timestamp),
-    "timestamptz": (pa.timestamp("us", tz="UTC"), "timestamp", _timestamp),
+    pg_type.name: (
+        ARROW_BY_KIND[pg_type.arrow].type,
+        pg_type.kind,
+        _READ_BY_KIND[pg_type.kind],
+    )
+    for pg_type in TYPES
+    if pg_type.arrow not in _AS_TEXT
 }
 
 
 def _decimal_type(column: Column) -> pa.DataType | None:
     match = _NUMERIC.fullmatch(column.sql_type.replace(" ", ""))
-    if column.type_name != "numeric" or match is None:
+    pg_type = BY_TYPNAME.get(column.type_name)
+    if pg_type is None or pg_type.arrow != "decimal" or match is None:
         return None
     precision, scale = int(match.group(1)), int(match.group(2))
     return pa.decimal128(precision, scale) if 0 < precision <= 38 else None
@@ -176,9 +212,9 @@ def to_struct_array(table: TableShape, rows: Sequence[Sequence[Any] | None]) -> 
 
 _PLAIN_TEXT = frozenset({"text", "varchar"})
 _WIDENING = {
-    pa.int16(): (pa.int32(), pa.int64()),
-    pa.int32(): (pa.int64(),),
-    pa.float32(): (pa.float64(),),
+    stored.type: tuple(ARROW_BY_KIND[wider].type for wider in stored.widens_to)
+    for stored in ARROW_BY_KIND.values()
+    if stored.widens_to
 }
 
 
