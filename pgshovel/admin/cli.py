@@ -454,7 +454,12 @@ def set_grants(
     "PGSHOVEL_KAFKA_BROKER_VERSION_FALLBACK, when set, give defaults for those two.",
 )
 @click.option("--topic", default=None, help="Topic to read. Default: <cluster>.<set>.")
-@click.option("--offset", type=int, default=None, help="Start offset. Default: the oldest held.")
+@click.option(
+    "--offset",
+    type=int,
+    default=None,
+    help="Start offset (one-partition topics). Default: the oldest held.",
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new batches.")
 @click.option("--limit", type=int, default=None, help="Stop after this many lines.")
 @click.option(

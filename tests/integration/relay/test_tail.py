@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import psycopg2
 import pytest
+import yaml
 
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import SET
@@ -31,17 +32,24 @@ ADMIN = Path(sys.executable).with_name("pgshovel-admin")
 SCHEMA = Path(__file__).with_name("debezium_envelope.schema.json")
 
 
+@pytest.mark.parametrize("partitions", [1, 3])
 def test_tail_prints_committed_mutations(
     sandbox: SandboxConnection,
     database: str,
     zookeeper: object,
     cluster_name: str,
     tmp_path: Path,
+    partitions: int,
 ) -> None:
+    """The same lines from a one-partition set topic and from a partitioned one (joined as
+    the worker joins it: each batch once every partition committed it)."""
     prepare(database, zookeeper, cluster_name)
-    relay = RelayProcess(
-        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
-    )
+    config = write_relay_yml(tmp_path, sandbox)
+    if partitions > 1:
+        document = yaml.safe_load(config.read_text())
+        document["writer"]["configuration"]["partitions"] = partitions
+        config.write_text(yaml.safe_dump(document))
+    relay = RelayProcess(sandbox, cluster_name, config, tmp_path / "relay.log")
     try:
         connection = psycopg2.connect(database)
         with connection.cursor() as cursor:
@@ -105,6 +113,17 @@ def test_tail_prints_committed_mutations(
 
     # --latest starts at the end: nothing already published is printed.
     assert _tail(environment, "--latest") == ""
+    if partitions > 1:
+        refused = subprocess.run(
+            [str(ADMIN), "set", "tail", SET, "--offset", "0"],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=60,
+            check=False,
+        )
+        assert refused.returncode != 0 and "partitions" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
 def _tail(environment: dict[str, str], *options: str) -> str:
