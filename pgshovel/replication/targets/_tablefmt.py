@@ -40,6 +40,7 @@ from pgshovel.replication.tables import _intents
 from pgshovel.replication.tables._delta import CommitResult
 from pgshovel.replication.tables._effect import NetEffect, effect_schema
 from pgshovel.replication.tables._evolution import plan as plan_evolution
+from pgshovel.replication.tables._maintenance import Maintenance, MaintenancePolicy
 from pgshovel.replication.tables._snapshot import WrittenFile
 from pgshovel.replication.targets import _arrow, _files, _parquet_chunks
 from pgshovel.replication.targets._tablefmt_chunks import (
@@ -58,6 +59,7 @@ from pgshovel.replication.targets._tablefmt_log import (
     PendingTable,
     TargetFiles,
 )
+from pgshovel.replication.targets._tablefmt_upkeep import maintain_committed
 from pgshovel.source import Chunk, Column, TableShape
 from pgshovel.stream.plan import MicroBatchPlan, Segment
 from pgshovel.stream.state import WorkerState
@@ -119,8 +121,11 @@ class TableFormatTarget:
     #: where a table's snapshot files go, below its table path
     snapshot_suffix: ClassVar[str] = ""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, maintenance: MaintenancePolicy | None = None) -> None:
         self.root = root
+        #: compaction and vacuum of the tables a micro-batch touched, right after its commit
+        #: (the committing thread: never concurrent with a MERGE); None: never
+        self.maintenance = None if maintenance is None else Maintenance(maintenance)
         self.tables: Any = None
         self._files: TargetFiles | None = None
         self._log: _intents.IntentLog | None = None
@@ -132,6 +137,9 @@ class TableFormatTarget:
     # -- what each format provides ----------------------------------------------------
 
     def _make_tables(self, app_id: str) -> Any:
+        raise NotImplementedError
+
+    def _maintain(self, maintenance: Maintenance, shape: TableShape) -> Any:
         raise NotImplementedError
 
     def _reset_table(self, shape: TableShape) -> None:
@@ -296,6 +304,11 @@ class TableFormatTarget:
         self.files.write_state(counter, state)
         self.files.drop_pending()
         self._counter, self._state = counter, state
+        self._upkeep([table.shape for table in tables.values()])
+
+    def _upkeep(self, shapes: Sequence[TableShape]) -> None:
+        if self.maintenance is not None:
+            maintain_committed(self.maintenance, self._maintain, shapes)
 
     def abandon(self) -> None:
         self._builder = None

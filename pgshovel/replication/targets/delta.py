@@ -21,12 +21,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from pgshovel.settings import NonEmptyText
+from pgshovel.settings import NonEmptyText, PositiveInt
 from pgshovel.source import TableShape
 
 try:
     from pgshovel.replication.tables._ddl import drop_delta, rename_delta
     from pgshovel.replication.tables._delta import DeltaTables
+    from pgshovel.replication.tables._maintenance import Maintenance, MaintenanceReport
     from pgshovel.replication.tables._snapshot import WrittenFile, commit_delta_snapshot
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -34,6 +35,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     ) from error
 
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
+from pgshovel.replication.targets._tablefmt_upkeep import upkeep_policy
 
 __all__ = ["DeltaTarget"]
 
@@ -44,13 +46,22 @@ class DeltaTarget(TableFormatTarget):
     kind = "delta"
     snapshot_suffix = ""
 
-    def __init__(self, path: NonEmptyText, change_data_feed: bool = True) -> None:
-        super().__init__(Path(path))
+    def __init__(
+        self,
+        path: NonEmptyText,
+        change_data_feed: bool = True,
+        maintenance: bool = True,
+        max_small_files: PositiveInt = 16,
+    ) -> None:
+        super().__init__(Path(path), upkeep_policy(maintenance, max_small_files))
         self.path = path
         self.change_data_feed = change_data_feed
 
     def _make_tables(self, app_id: str) -> DeltaTables:
         return DeltaTables(self.root, app_id, change_data_feed=self.change_data_feed)
+
+    def _maintain(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
+        return maintenance.maintain_delta(self.tables, shape)
 
     def _reset_table(self, shape: TableShape) -> None:
         self.tables.forget(shape)

@@ -27,12 +27,13 @@ from pyiceberg.expressions import (
     LessThanOrEqual,
 )
 
-from pgshovel.settings import NonEmptyText
+from pgshovel.settings import NonEmptyText, PositiveInt
 from pgshovel.source import TableShape
 
 try:
     from pgshovel.replication.tables._ddl import drop_iceberg, rename_iceberg
     from pgshovel.replication.tables._iceberg import IcebergTables
+    from pgshovel.replication.tables._maintenance import Maintenance, MaintenanceReport
     from pgshovel.replication.tables._snapshot import WrittenFile, commit_iceberg_snapshot
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -40,6 +41,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     ) from error
 
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
+from pgshovel.replication.targets._tablefmt_upkeep import upkeep_policy
 
 __all__ = ["IcebergTarget"]
 
@@ -50,13 +52,22 @@ class IcebergTarget(TableFormatTarget):
     kind = "iceberg"
     snapshot_suffix = "/data"
 
-    def __init__(self, warehouse: NonEmptyText, catalog_uri: str | None = None) -> None:
-        super().__init__(Path(warehouse))
+    def __init__(
+        self,
+        warehouse: NonEmptyText,
+        catalog_uri: str | None = None,
+        maintenance: bool = True,
+        max_small_files: PositiveInt = 16,
+    ) -> None:
+        super().__init__(Path(warehouse), upkeep_policy(maintenance, max_small_files))
         self.warehouse = warehouse
         self.catalog_uri = catalog_uri
 
     def _make_tables(self, app_id: str) -> IcebergTables:
         return IcebergTables(self.root, app_id, catalog_uri=self.catalog_uri)
+
+    def _maintain(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
+        return maintenance.maintain_iceberg(self.tables, shape)
 
     def _reset_table(self, shape: TableShape) -> None:
         tables: IcebergTables = self.tables

@@ -396,3 +396,42 @@ def rows_of(readable: Any) -> list[tuple[Any, ...]]:
     table = readable.to_pyarrow_table() if hasattr(readable, "to_pyarrow_table") else None
     table = readable.to_arrow() if table is None else table
     return sorted(zip(table.column("id").to_pylist(), table.column("a").to_pylist(), strict=True))
+
+
+def data_files(target: TableFormatTarget, shape: TableShape) -> int:
+    table = target.tables.table(shape)
+    if isinstance(target, DeltaTarget):
+        return len(table.file_uris())
+    return int(table.inspect.files().num_rows)
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_upkeep_keeps_the_files_of_a_long_stream_bounded(kind: str, tmp_path: Path) -> None:
+    """Every micro-batch adds a file; compaction after the commits keeps the count bounded,
+    changes no row and leaves the position where the last micro-batch put it."""
+    counts = {}
+    for maintained in (True, False):
+        root = tmp_path / str(maintained)
+        target: TableFormatTarget
+        if kind == "delta":
+            target = DeltaTarget(str(root), maintenance=maintained, max_small_files=3)
+        else:
+            target = IcebergTarget(str(root), maintenance=maintained, max_small_files=3)
+        assert target.open("c", "s") is None
+        snapshot = WorkerState("snapshot", "100:100:", after(0), (T, U))
+        target.begin_snapshot(snapshot)
+        target.finish_snapshot(snapshot.replace(phase="streaming"))
+        tables: Any = (T, U)
+        for number in range(1, 13):
+            tables = apply(target, number, tables, mutation("t", Op.INSERT, new=number, a="x"))
+        try:
+            counts[maintained] = data_files(target, T)
+            assert rows(target, T) == [(key, "x") for key in range(1, 13)]
+        finally:
+            target.close()
+        reopened = make(kind, root)
+        stored = reopened.open("c", "s")
+        assert stored is not None and stored.position == after(12)
+        reopened.close()
+    assert counts[False] >= 12, counts  # one file per micro-batch without upkeep
+    assert counts[True] <= 3 + 1, counts  # at most max_small_files small ones, plus the compacted
