@@ -27,8 +27,9 @@ from pgshovel.admin.connections import Connections
 from pgshovel.cluster import names
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.cluster.zookeeper import ClusterStore, connect
-from pgshovel.protocol import configuration_pb2
+from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.sandbox import ChildProcess, SandboxConnection
+from pgshovel.stream.rows import to_mutations
 
 CLUSTER = "bench"
 RELAY = Path(sys.executable).with_name("pgshovel-relay")
@@ -259,3 +260,53 @@ def message_sizes(
             "the broker did not deliver them in time"
         )
     return sizes
+
+
+def mutations_in(message: stream_pb2.Message) -> list[stream_pb2.Mutation]:
+    """The mutations one set-topic message carries in either encoding (a Mutation, or a
+    MutationBatch's row changes as Mutations)."""
+    operation = message.operation
+    kind = operation.WhichOneof("operation")
+    if kind == "mutation":
+        return [operation.mutation]
+    if kind == "rows":
+        return list(to_mutations(operation.rows))
+    return []
+
+
+def committed_mutations(
+    kafka_config: Mapping[str, str], topic: str, start: int, timeout: float = 10.0
+) -> int:
+    """How many mutations the batches committed on ``topic`` from offset ``start`` hold (the
+    messages read until the end as it is now)."""
+    end = end_offset(kafka_config, topic)
+    consumer = Consumer(
+        {
+            **kafka_config,
+            "group.id": "pgshovel-bench",
+            "enable.auto.commit": False,
+            "fetch.message.max.bytes": 8 << 20,
+        },
+        logger=KAFKA_LOG,
+    )
+    committed = pending = 0
+    try:
+        consumer.assign([TopicPartition(topic, 0, start)])
+        deadline = time.monotonic() + timeout
+        offset = start
+        while offset < end and time.monotonic() < deadline:
+            for record in consumer.consume(num_messages=10_000, timeout=0.5):
+                if record.error() is not None:
+                    continue
+                message = stream_pb2.Message.FromString(record.value() or b"")
+                kind = message.operation.WhichOneof("operation")
+                if kind == "begin":
+                    pending = 0
+                elif kind == "commit":
+                    committed += pending
+                else:
+                    pending += len(mutations_in(message))
+                offset = (record.offset() or 0) + 1
+    finally:
+        consumer.close()
+    return committed

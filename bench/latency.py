@@ -123,12 +123,11 @@ def one_round(
                 if record.error() is not None:
                     continue
                 message = stream_pb2.Message.FromString(record.value() or b"")
-                if message.operation.WhichOneof("operation") != "mutation":
-                    continue
-                sent = _sent_us(message.operation.mutation)
-                received += 1
-                if sent is not None and sent >= counted_from:
-                    latencies.append((arrived - sent) / 1000.0)
+                for mutation in _stack.mutations_in(message):
+                    sent = _sent_us(mutation)
+                    received += 1
+                    if sent is not None and sent >= counted_from:
+                        latencies.append((arrived - sent) / 1000.0)
             if deadline is None and not writer.is_alive():
                 deadline = time.monotonic() + 5.0
             if deadline is not None and received >= writer.sent:
