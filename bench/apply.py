@@ -12,7 +12,9 @@ rows into a table of the same shape. The worker also runs with the target's audi
 table on (``apply.audit``: one more row per mutation, copied in the same
 transaction), against the runs with it off. A fourth variant only reads, parses and
 validates the stream (``apply.read_floor``): the part of the apply cost that a
-Python driver decoding one protobuf message per mutation cannot shed. The
+Python driver decoding one protobuf message per mutation cannot shed. A fifth
+(``apply.staged``) runs the worker with a local[2] SparkSession and every
+micro-batch the staged path takes staged by Spark tasks and committed once. The
 worker runs in this process, so its CPU seconds and peak RSS are this
 process's plus its children (Spark's JVM).
 """
@@ -38,6 +40,7 @@ from bench._report import Figure, Goal
 from bench._stats import per_million, schedule
 from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
 from pgshovel.replication.loaders import PostgresSnapshotLoader
+from pgshovel.replication.spark import spark_session
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import Worker, read_table_shapes
@@ -66,6 +69,8 @@ class ApplyRuns:
     cpu_per_million: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
     read_rates: list[float] = field(default_factory=list)
+    #: the worker with every micro-batch staged by Spark tasks (local[2]), committed once
+    staged_rates: list[float] = field(default_factory=list)
     mutations: int = 0
     profile: list[str] = field(default_factory=list)
 
@@ -78,6 +83,8 @@ class CountingTarget(PostgresTarget):
         self.end_offset = end_offset
         self.next_offset = 0
         self.mutations = 0
+        #: micro-batches committed on the staged path
+        self.staged = 0
 
     def done(self) -> bool:
         return self.next_offset >= self.end_offset
@@ -87,6 +94,12 @@ class CountingTarget(PostgresTarget):
         self.mutations += sum(len(changes.batch.mutations) for changes in plan.batches)
         if commit:
             self.next_offset = state.position.messages
+        return rows
+
+    def commit_stages(self, prefix: str, stages: Any, state: WorkerState) -> int:
+        rows = super().commit_stages(prefix, stages, state)
+        self.next_offset = state.position.messages
+        self.staged += 1
         return rows
 
 
@@ -150,10 +163,13 @@ def worker_run(
     target_database: str = TARGET,
     driver_only: bool = False,
     audit: bool = False,
+    spark: Any = None,
 ) -> tuple[float, int, _proc.Usage]:
-    """Seconds, mutations applied and resource use of one worker pass over the stream
-    (of this process and its children, or with ``driver_only`` of this process alone);
-    ``audit`` turns the target's audit table on."""
+    """Seconds, mutations applied on the driver and resource use of one worker pass over the
+    stream (of this process and its children, or with ``driver_only`` of this process
+    alone); ``audit`` turns the target's audit table on; with ``spark``, every micro-batch
+    the staged path takes is staged by Spark tasks and committed once (an error if none
+    was)."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
     target = CountingTarget(
@@ -163,12 +179,20 @@ def worker_run(
         kafka["bootstrap.servers"], _stack.topic_of(set_name), properties, poll_timeout=0.2
     )
     configuration = ReplicationConfiguration(
-        spark=SparkSettings(), loader=PostgresSnapshotLoader(), stream=reader, target=target
+        spark=SparkSettings(),
+        loader=PostgresSnapshotLoader(),
+        stream=reader,
+        target=target,
+        stage_min_mutations=1 if spark is not None else 20_000,
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
-    worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=None)
+    worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=spark)
+    # The workload began after stream.snapshot, so the handoff drops nothing of it; the staged
+    # run starts from a snapshot before every transaction so that the handoff ends at the first
+    # batch instead of holding the one micro-batch of a quick run on the driver.
+    snapshot = "1:1:" if spark is not None else stream.snapshot
     state = WorkerState(
-        "streaming", stream.snapshot, StreamPosition.start((stream.start,)), tables=tuple(tables)
+        "streaming", snapshot, StreamPosition.start((stream.start,)), tables=tuple(tables)
     )
     target.open(_stack.CLUSTER, set_name)
     reader.open(_stack.topic_of(set_name))
@@ -200,6 +224,8 @@ def worker_run(
     finally:
         reader.close()
         target.close()
+    if spark is not None and not target.staged:
+        raise RuntimeError("no micro-batch took the staged path; the staged run is not valid")
     if audited != target.mutations:
         raise RuntimeError(
             f"the audit table holds {audited!r} rows for {target.mutations!r} mutations "
@@ -313,8 +339,34 @@ def measure(
     )
     data = binary_rows(stream.source, stream.mutations)
     runs = ApplyRuns(mutations=stream.mutations)
-    for number, variant in schedule(settings.rounds, ["worker", "audit", "copy", "read"]):
-        if variant == "read":
+    spark = spark_session(SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}))
+    try:
+        _rounds(sandbox, settings, stream, tables, copy_target, data, runs, spark)
+    finally:
+        spark.stop()
+    if profile:
+        runs.profile = profiled_run(sandbox, stream, tables, workdir)
+    return runs
+
+
+def _rounds(
+    sandbox: SandboxConnection,
+    settings: Settings,
+    stream: Stream,
+    tables: list[TableShape],
+    copy_target: str,
+    data: bytes,
+    runs: ApplyRuns,
+    spark: Any,
+) -> None:
+    """The alternating rounds of every variant, into ``runs``."""
+    variants = ["worker", "staged", "audit", "copy", "read"]
+    for number, variant in schedule(settings.rounds, variants):
+        if variant == "staged":
+            seconds, _, _ = worker_run(sandbox, stream, tables, spark=spark)
+            runs.staged_rates.append(stream.mutations / seconds)
+            rate = runs.staged_rates[-1]
+        elif variant == "read":
             runs.read_rates.append(read_floor_run(sandbox, stream))
             rate = runs.read_rates[-1]
         elif variant == "audit":
@@ -336,9 +388,6 @@ def measure(
             runs.copy_rates.append(stream.mutations / copy_run(copy_target, data))
             rate = runs.copy_rates[-1]
         logger.info("apply round %d %s: %.0f rows/s", number + 1, variant, rate)
-    if profile:
-        runs.profile = profiled_run(sandbox, stream, tables, workdir)
-    return runs
 
 
 def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
@@ -356,6 +405,16 @@ def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
             baseline_title="binary COPY, same row count",
             goals=(Goal("ratio", ">=", 0.2),),
             details={**details, "profile_tottime_top": runs.profile},
+        ),
+        Figure(
+            key="apply.staged",
+            title="apply staged on Spark executors (local[2]), committed once (mutations/s)",
+            unit="/s",
+            values=runs.staged_rates,
+            baseline=runs.copy_rates,
+            baseline_title="binary COPY, same row count",
+            goals=(Goal("ratio", ">=", 0.3),),
+            details={**details, "stage_min_mutations": 1},
         ),
         Figure(
             key="apply.audit",

@@ -397,8 +397,11 @@ class Worker:
                 on_success()
                 continue
             started = time.monotonic()
-            handoff_active = handoff.active
             batches = [handoff.filter(batch) for batch in micro_batch.batches]
+            # Read after filtering: a micro-batch whose first batch ends the handoff (a
+            # restart's first) may stage; a batch the handoff changed holds the mutations it
+            # kept, which never stage.
+            handoff_active = handoff.active
             metrics.read(batches)
             if stager.eligible(batches, state, handoff_active or bool(parts)):
                 state = committed = self._apply_staged(
