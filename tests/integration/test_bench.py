@@ -62,7 +62,7 @@ def test_quick_bench_reports_every_run_and_prints_the_table(
     assert report["mode"] == "quick"
     assert report["machine"]["nproc"] >= 1
     figures = {figure["key"]: figure for figure in report["figures"]}
-    for key in ("relay.throughput", "apply.rows", "verify.rows"):
+    for key in ("relay.throughput", "apply.rows", "apply.staged", "verify.rows"):
         figure = figures[key]
         assert figure["note"] == "", figure["note"]
         assert len(figure["runs"]) == 3 and all(run > 0 for run in figure["runs"])

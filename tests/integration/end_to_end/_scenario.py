@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import yaml
 from kazoo.client import KazooClient
 
 from pgshovel.sandbox import SandboxConnection
@@ -57,9 +59,14 @@ class Scenario:
         create_source(self.source, rows=rows, bulk_rows=bulk_rows, seed=seed, arrow_safe=arrow_safe)
         install(zookeeper, self.cluster, self.source, [table.set_entry() for table in tables])
 
-    def start_relay(self) -> RelayProcess:
-        """A new relay process; returns once it leads the set (a killed one's session expired)."""
+    def start_relay(self, **writer: Any) -> RelayProcess:
+        """A new relay process; returns once it leads the set (a killed one's session expired).
+        ``writer``: more settings of the Kafka writer (``max_message_bytes=...``)."""
         config = write_relay_yml(self.directory, self.sandbox)
+        if writer:
+            document = yaml.safe_load(config.read_text())
+            document["writer"]["configuration"].update(writer)
+            config.write_text(yaml.safe_dump(document))
         self.relays += 1
         relay = RelayProcess(
             self.sandbox, self.cluster, config, self.directory / f"relay-{self.relays}.log"

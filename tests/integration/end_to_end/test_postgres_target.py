@@ -104,6 +104,12 @@ def test_target_converges_while_the_source_keeps_changing(
     assert rates["snapshot rows/s"] and rates["apply mutations/s"], log[-3000:]
 
 
+#: the relay's messages in this test hold a few dozen rows each: a large transaction's batch
+#: then reaches the worker over many reads and is applied in parts (whole ROWS messages of
+#: 512 KiB would bring each 4,000-row batch in one read)
+SMALL_MESSAGES = 4096
+
+
 def test_kill_9_worker_and_relay_then_restart_converges(
     sandbox: SandboxConnection,
     make_database: Any,
@@ -118,7 +124,7 @@ def test_kill_9_worker_and_relay_then_restart_converges(
     run = scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     run.prepare(zookeeper, TABLES, rows=1000, bulk_rows=bulk_rows, seed=3)
     create_types(target)
-    relay = run.start_relay()
+    relay = run.start_relay(max_message_bytes=SMALL_MESSAGES)
     configuration = write_replication_yml(
         tmp_path / "replication.yml",
         kafka_config,
@@ -170,7 +176,7 @@ def test_kill_9_worker_and_relay_then_restart_converges(
         )
         relay.kill()
         workload.wait_committed(40)
-        relay = run.start_relay()
+        relay = run.start_relay(max_message_bytes=SMALL_MESSAGES)
         workload.wait_committed(40)
         applied = offset() or 0
         wait_until(

@@ -87,7 +87,9 @@ def test_an_unkeyed_table_is_copied_and_verified_exactly_while_it_is_written(
         )
         code, output = stack.admin("verify", SET, "journal")
         assert code == 1, output
-        found = re.search(r"source (\d+) row\(s\), copy (\d+) row\(s\)", output)
+        found = re.search(
+            r"holding (\d+) row\(s\) in the source and (\d+) row\(s\) in the copy", output
+        )
         assert found is not None, output
         assert int(found.group(2)) == int(found.group(1)) - 1, output
         code, output = stack.admin("verify", SET, "journal", "--repair")

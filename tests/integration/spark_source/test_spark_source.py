@@ -59,8 +59,10 @@ def spark() -> Iterator[Any]:
         )
     )
     register(session)
+    # Not stopped here: getOrCreate hands every fixture of this process the same session
+    # (the replication tests' session fixture too), so stopping it would stop theirs; it
+    # ends with that fixture or with the process.
     yield session
-    session.stop()
 
 
 def _execute(dsn: str, *statements: str) -> None:

@@ -78,9 +78,9 @@ def write_range(writer: SnapshotWriter, index: int) -> list[WrittenFile]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = spark_session(SparkSettings(master="local[2]", app_name="pgshovel-test"))
-    yield session
-    session.stop()
+    # Not stopped here: getOrCreate hands every fixture of this process the same session,
+    # so stopping it would stop the others'; it ends with the process.
+    yield spark_session(SparkSettings(master="local[2]", app_name="pgshovel-test"))
 
 
 @pytest.mark.spark
