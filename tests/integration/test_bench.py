@@ -51,7 +51,7 @@ def test_quick_bench_reports_every_run_and_prints_the_table(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
