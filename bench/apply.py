@@ -71,6 +71,8 @@ class ApplyRuns:
     read_rates: list[float] = field(default_factory=list)
     #: the worker with every micro-batch staged by Spark tasks (local[2]), committed once
     staged_rates: list[float] = field(default_factory=list)
+    #: why the staged variant was not measured ("" when it was)
+    staged_note: str = ""
     mutations: int = 0
     profile: list[str] = field(default_factory=list)
 
@@ -339,11 +341,17 @@ def measure(
     )
     data = binary_rows(stream.source, stream.mutations)
     runs = ApplyRuns(mutations=stream.mutations)
-    spark = spark_session(SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}))
+    spark: Any = None
+    try:
+        spark = spark_session(SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}))
+    except Exception as error:  # the other variants are still measured
+        logger.exception("no SparkSession for the staged variant")
+        runs.staged_note = f"not measured: {type(error).__name__}: {error}"[:300]
     try:
         _rounds(sandbox, settings, stream, tables, copy_target, data, runs, spark)
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
     if profile:
         runs.profile = profiled_run(sandbox, stream, tables, workdir)
     return runs
@@ -363,7 +371,15 @@ def _rounds(
     variants = ["worker", "staged", "audit", "copy", "read"]
     for number, variant in schedule(settings.rounds, variants):
         if variant == "staged":
-            seconds, _, _ = worker_run(sandbox, stream, tables, spark=spark)
+            if runs.staged_note:
+                continue
+            try:
+                seconds, _, _ = worker_run(sandbox, stream, tables, spark=spark)
+            except Exception as error:  # reported on its figure; the other variants go on
+                logger.exception("the staged apply failed")
+                runs.staged_rates.clear()
+                runs.staged_note = f"not measured: {type(error).__name__}: {error}"[:300]
+                continue
             runs.staged_rates.append(stream.mutations / seconds)
             rate = runs.staged_rates[-1]
         elif variant == "read":
@@ -415,6 +431,7 @@ def figures(runs: ApplyRuns, settings: Settings) -> list[Figure]:
             baseline_title="binary COPY, same row count",
             goals=(Goal("ratio", ">=", 0.3),),
             details={**details, "stage_min_mutations": 1},
+            note=runs.staged_note,
         ),
         Figure(
             key="apply.audit",
