@@ -118,8 +118,13 @@ class Stager:
         self.topic = topic
         self.min_mutations = min_mutations
         self.task_rows = task_rows
-        #: False: every micro-batch takes the driver path (a stream or target that cannot stage)
-        self.enabled = target is not None and callable(getattr(target, "stage_sink", None))
+        #: False: every micro-batch takes the driver path (no Spark to stage with, or a stream
+        #: or target that cannot stage)
+        self.enabled = (
+            spark is not None
+            and target is not None
+            and callable(getattr(target, "stage_sink", None))
+        )
         #: micro-batches applied on the staged path (and their Spark tasks)
         self.staged = 0
         self.tasks = 0

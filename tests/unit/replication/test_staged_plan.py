@@ -43,7 +43,7 @@ def _state(**changes: Any) -> WorkerState:
 
 
 def _stager(minimum: int = 1) -> Stager:
-    return Stager(None, _Target(), {}, "topic", minimum)
+    return Stager(object(), _Target(), {}, "topic", minimum)  # any Spark: planning only
 
 
 def test_runs_take_every_rows_message_of_every_partition_in_order() -> None:
@@ -91,7 +91,9 @@ def test_only_whole_plain_micro_batches_of_known_shapes_large_enough_are_staged(
     assert not stager.eligible(batches, _state(tables=(other,)), driver_only=False)
     typed = dataclasses.replace(batches[0], mutations=tuple(batches[0].mutations))
     assert not stager.eligible([typed], _state(), driver_only=False)
-    assert not Stager(None, None, {}, "", 1).eligible(batches, _state(), driver_only=False)
+    assert not Stager(object(), None, {}, "", 1).eligible(batches, _state(), driver_only=False)
+    # a worker without Spark (driving the target itself) never stages
+    assert not Stager(None, _Target(), {}, "t", 1).eligible(batches, _state(), driver_only=False)
 
 
 def test_the_apply_lag_is_read_without_decoding_a_batch() -> None:
