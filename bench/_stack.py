@@ -29,7 +29,7 @@ from pgshovel.cluster.sets import parse_set_document
 from pgshovel.cluster.zookeeper import ClusterStore, connect
 from pgshovel.protocol import configuration_pb2, stream_pb2
 from pgshovel.sandbox import ChildProcess, SandboxConnection
-from pgshovel.stream.rows import to_mutations
+from pgshovel.stream.rows import mutations_in
 
 CLUSTER = "bench"
 RELAY = Path(sys.executable).with_name("pgshovel-relay")
@@ -260,18 +260,6 @@ def message_sizes(
             "the broker did not deliver them in time"
         )
     return sizes
-
-
-def mutations_in(message: stream_pb2.Message) -> list[stream_pb2.Mutation]:
-    """The mutations one set-topic message carries in either encoding (a Mutation, or a
-    MutationBatch's row changes as Mutations)."""
-    operation = message.operation
-    kind = operation.WhichOneof("operation")
-    if kind == "mutation":
-        return [operation.mutation]
-    if kind == "rows":
-        return list(to_mutations(operation.rows))
-    return []
 
 
 def committed_mutations(

@@ -28,6 +28,7 @@ from bench._report import Figure, Goal
 from bench._stats import percentile
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.rows import mutations_in
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def one_round(
                 if record.error() is not None:
                     continue
                 message = stream_pb2.Message.FromString(record.value() or b"")
-                for mutation in _stack.mutations_in(message):
+                for mutation in mutations_in(message):
                     sent = _sent_us(mutation)
                     received += 1
                     if sent is not None and sent >= counted_from:

@@ -97,7 +97,7 @@ class StreamPlanner:
         while any(at < high for at, high in zip(frontier.next_offsets, highs, strict=True)):
             if self._assigned != frontier.next_offsets:
                 reader.assign(dict(enumerate(frontier.next_offsets)))
-            records = reader.read(_CHUNK, _WAIT)
+            records = reader.read_records(_CHUNK, _WAIT)
             if not records:
                 logger.warning(
                     "no message of topic %r within %.0f s although its end offsets are %r and "

@@ -54,7 +54,7 @@ def read_range(task_range: StreamRange) -> Iterator[tuple[Any, ...]]:
         reader.assign({partition: task_range.start_offset})
         next_offset, empty = task_range.start_offset, 0
         while next_offset < end:
-            records = reader.read(min(_CHUNK, end - next_offset), _WAIT)
+            records = reader.read_records(min(_CHUNK, end - next_offset), _WAIT)
             if not records:
                 empty += 1
                 if empty >= _EMPTY_READS:

@@ -33,6 +33,7 @@ __all__ = [
     "copy_field",
     "copy_line",
     "key_fields",
+    "mutations_in",
     "partition_of",
     "split_line",
     "to_mutations",
@@ -313,3 +314,15 @@ def to_mutations(rows: stream_pb2.MutationBatch) -> Iterator[stream_pb2.Mutation
                 )
             mutation.provenance.CopyFrom(provenances[change.provenance - 1])
         yield mutation
+
+
+def mutations_in(message: stream_pb2.Message) -> list[stream_pb2.Mutation]:
+    """The mutations one set-topic message carries, in either encoding: its ``Mutation``, or
+    the row changes of its ``MutationBatch`` as ``Mutation``s (none for other operations)."""
+    operation = message.operation
+    kind = operation.WhichOneof("operation")
+    if kind == "mutation":
+        return [operation.mutation]
+    if kind == "rows":
+        return list(to_mutations(operation.rows))
+    return []

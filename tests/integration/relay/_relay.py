@@ -18,7 +18,6 @@ from pgshovel.cluster import names
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import ChildProcess, SandboxConnection
 from pgshovel.stream.batches import CommittedBatch
-from pgshovel.stream.rows import to_mutations
 from pgshovel.stream.validation import StreamValidator
 from tests.integration.capture._capture import SET, install
 
@@ -191,15 +190,3 @@ def terminate(dsn: str, application_name: str) -> int:
     finally:
         connection.close()
     return int(row[0]) if row else 0
-
-
-def mutations_in(message: stream_pb2.Message) -> list[stream_pb2.Mutation]:
-    """The mutations one set-topic message carries, in either encoding: its Mutation, or the
-    row changes of its MutationBatch (``Begin.encoding = ROWS``) as Mutations."""
-    operation = message.operation
-    kind = operation.WhichOneof("operation")
-    if kind == "mutation":
-        return [operation.mutation]
-    if kind == "rows":
-        return list(to_mutations(operation.rows))
-    return []

@@ -23,10 +23,10 @@ from confluent_kafka import Consumer, TopicPartition
 from pgshovel.cluster import names
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.rows import mutations_in
 from tests.integration.capture._capture import SET
 from tests.integration.relay._relay import (
     RelayProcess,
-    mutations_in,
     topic_of,
     wait_for,
     write_relay_yml,

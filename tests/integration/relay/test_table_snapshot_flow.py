@@ -22,10 +22,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pgshovel.protocol import stream_pb2
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.rows import mutations_in
 from tests.integration.relay._relay import (
     RelayProcess,
     install,
-    mutations_in,
     queue_drained,
     topic_of,
     wait_for,

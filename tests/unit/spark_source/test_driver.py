@@ -35,7 +35,7 @@ class ScriptedTopic:
         self.assigned.append(dict(offsets))
         self._next = offsets[0]
 
-    def read(self, max_messages: int, timeout: float) -> list[tuple[int, int, Any]]:
+    def read_records(self, max_messages: int, timeout: float) -> list[tuple[int, int, Any]]:
         end = min(self.visible, self._next + max(1, min(max_messages, 3)))
         records = [(0, offset, self.messages[offset]) for offset in range(self._next, end)]
         self._next = end

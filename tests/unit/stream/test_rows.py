@@ -13,6 +13,7 @@ from pgshovel.stream.rows import (
     RowsBuilder,
     copy_line,
     key_fields,
+    mutations_in,
     partition_of,
     row_table,
     split_line,
@@ -97,6 +98,17 @@ def test_changes_read_back_as_typed_mutations():
     ]
     assert update.old.columns[2].value.WhichOneof("kind") == "null"
     assert delete.operation == stream_pb2.Mutation.DELETE and not delete.HasField("new")
+
+    # A reader of the set topic gets the same mutations from either encoding.
+    rows = stream_pb2.Message()
+    rows.operation.rows.ParseFromString(payload)
+    assert mutations_in(rows) == [update, delete]
+    single = stream_pb2.Message()
+    single.operation.mutation.CopyFrom(update)
+    assert mutations_in(single) == [update]
+    begin = stream_pb2.Message()
+    begin.operation.begin.SetInParent()
+    assert mutations_in(begin) == []
 
 
 def test_a_line_that_does_not_fit_its_shape_is_an_error():
