@@ -34,8 +34,9 @@ from psycopg2 import sql
 from psycopg2.extensions import connection
 
 from bench._drain import logical_drain, pgq_drain
-from pgshovel.admin import capture_library, catalog, install
+from pgshovel.admin import capture_library, install
 from pgshovel.cluster import names
+from pgshovel.inspection import catalog
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import Catalog
 

@@ -10,7 +10,7 @@
  * XACT_EVENT_PRE_PREPARE for PREPARE TRANSACTION): a transaction's single-row
  * statements end up in one row, a bulk statement in one row per chunk. Where
  * events cannot go straight into the event table (see direct_possible in
- * pgshovel_capture.c: they go through the kept INSERT plan, which needs SPI) a
+ * queue.c: they go through the kept INSERT plan, which needs SPI) a
  * trigger call writes its pack before it returns: packing per statement only.
  *
  * The row: ev_id the id of its first change, ev_type 'P', ev_data a header line
@@ -49,7 +49,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "pgshovel_capture.h"
+#include "packing.h"
+#include "queue.h"
 
 /* Packed rows longer than this are compressed with LZ4 (where PostgreSQL has it) before they are written. */
 #define PACK_COMPRESS_MIN 1024

@@ -18,7 +18,6 @@ from kazoo.client import KazooClient
 from pgshovel._cli import GlobalOptions, global_options, make_global_options, run
 from pgshovel.admin import (
     acls,
-    catalog,
     failover,
     failover_identity,
     grants,
@@ -35,6 +34,7 @@ from pgshovel.cluster import names, requests, security, zookeeper
 from pgshovel.cluster.requests import Result
 from pgshovel.cluster.sets import load_set_configuration
 from pgshovel.errors import NoSuchTransaction
+from pgshovel.inspection import catalog
 from pgshovel.protocol.configuration_pb2 import ReplicationSetConfiguration as SetConfiguration
 
 dry_run_option = click.option(

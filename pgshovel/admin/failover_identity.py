@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 from psycopg2.extensions import connection
 
-from pgshovel.admin import catalog
 from pgshovel.admin.planning import Context
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, refuse_password
 from pgshovel.cluster.versions import set_version
 from pgshovel.errors import ConfigurationError, DatabaseUnavailable, PgshovelError
+from pgshovel.inspection import catalog
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import node_id
 

@@ -2,7 +2,7 @@
 
 Reports show configuration as YAML with DSN passwords masked, set versions,
 for each table whether this set's triggers are installed at the current
-version, and what runs (``pgshovel.admin.activity``): the leading relay and its
+version, and what runs (``pgshovel.inspection.activity``): the leading relay and its
 epoch, the queue's backlog, each worker's position and lag. An unreachable
 database is reported, not raised, so the rest of the report still shows.
 """
@@ -16,13 +16,14 @@ import psycopg2
 import yaml
 
 import pgshovel
-from pgshovel.admin import activity, catalog, install
+from pgshovel.admin import install
 from pgshovel.admin.planning import Context
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn, stored_password_warning
 from pgshovel.cluster.sets import to_document
 from pgshovel.cluster.versions import set_version
 from pgshovel.errors import PgshovelError
+from pgshovel.inspection import activity, catalog
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import Catalog, node_id
 

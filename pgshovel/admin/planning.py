@@ -17,7 +17,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection
 
 import pgshovel
-from pgshovel.admin import capture_library, catalog, changes, install, schema_capture
+from pgshovel.admin import capture_library, changes, install, schema_capture
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import DatabaseStep, Plan, ZooKeeperOperation
 from pgshovel.cluster import names
@@ -25,6 +25,7 @@ from pgshovel.cluster.dsn import mask_dsn, refuse_password
 from pgshovel.cluster.versions import is_newer, set_version
 from pgshovel.cluster.zookeeper import ClusterStore, Versioned
 from pgshovel.errors import ConfigurationError, DatabaseError
+from pgshovel.inspection import catalog
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import Catalog, node_id
 

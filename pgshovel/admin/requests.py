@@ -21,13 +21,13 @@ from dataclasses import replace
 
 from kazoo.client import KazooClient
 
-from pgshovel.admin import activity
 from pgshovel.admin.connections import APPLICATION_NAME
 from pgshovel.cluster import names, requests
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.cluster.requests import Request, Result
 from pgshovel.cluster.zookeeper import ClusterStore
 from pgshovel.errors import ConfigurationError, NotRunning
+from pgshovel.inspection import activity
 from pgshovel.source import Catalog, captured_shape, check_filter, check_filter_text, connect
 
 

@@ -35,7 +35,6 @@ from kazoo.exceptions import (
 )
 from psycopg2 import sql
 
-from pgshovel.admin import catalog
 from pgshovel.admin.connections import Connections
 from pgshovel.admin.plan import Plan, ZooKeeperOperation
 from pgshovel.cluster import names
@@ -48,6 +47,7 @@ from pgshovel.errors import (
     RecoveryNeeded,
     VersionConflict,
 )
+from pgshovel.inspection import catalog
 from pgshovel.source import first_line
 
 logger = logging.getLogger(__name__)

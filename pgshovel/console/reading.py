@@ -18,13 +18,13 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from pgshovel.admin import activity, catalog
 from pgshovel.cluster import names
 from pgshovel.cluster.dsn import mask_dsn
 from pgshovel.cluster.status import read_statuses
 from pgshovel.cluster.versions import set_version
 from pgshovel.cluster.zookeeper import ClusterStore, access_denied
 from pgshovel.errors import ConfigurationError, PgshovelError
+from pgshovel.inspection import activity, catalog
 from pgshovel.protocol import configuration_pb2
 from pgshovel.source import connect
 

@@ -9,8 +9,8 @@ import psycopg2
 import pytest
 import yaml
 
-from pgshovel.admin import catalog
 from pgshovel.cluster.sets import PACKING_BYTES, PACKING_ROWS
+from pgshovel.inspection import catalog
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import admin, execute, ok
 

@@ -22,7 +22,7 @@ import pytest
 from kazoo.client import KazooClient
 from psycopg2 import sql
 
-from pgshovel.admin import catalog
+from pgshovel.inspection import catalog
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pgshovel.admin.activity import (
+from pgshovel.inspection.activity import (
     QueueActivity,
     RelayActivity,
     WorkerActivity,

@@ -1,14 +1,13 @@
 /*
- * pgshovel_capture.h - what the capture trigger (pgshovel_capture.c) and its
- * packing of changes into fewer queue rows (packing.c) share.
+ * queue.h - one PgQ queue as this backend writes into it (queue.c); used by the
+ * capture trigger (pgshovel_capture.c) and its packing (packing.c).
  */
-#ifndef PGSHOVEL_CAPTURE_H
-#define PGSHOVEL_CAPTURE_H
+#ifndef PGSHOVEL_QUEUE_H
+#define PGSHOVEL_QUEUE_H
 
 #include "postgres.h"
 
 #include "executor/spi.h"
-#include "utils/rel.h"
 
 #define NAME_SIZE 256
 
@@ -30,25 +29,24 @@ typedef struct QueueEntry
 	int32		plan_queue_id;	/* the table the plan inserts into */
 	int32		plan_table;
 	SPIPlanPtr	plan;
-	bool		direct;			/* insert straight into table_oid (see direct_insert) */
+	bool		direct;			/* insert straight into table_oid (see direct_possible) */
 	AttrNumber	columns[EVENT_COLUMNS];	/* attnums of ev_id, ev_time, ev_txid, ... */
 } QueueEntry;
+
+/* The backend's entry for the queue named name (created empty on first use). */
+extern QueueEntry *queue_entry(const char *name);
+
+/*
+ * The queue's row in pgq.queue read into entry once per transaction, with the
+ * INSERT plan of its current event table; SPI must be connected.
+ */
+extern void load_queue(QueueEntry *entry, Datum name);
 
 /*
  * One row into the queue's current event table: values and nulls ('n') of ev_id,
  * ev_time, ev_type, ev_data, ev_extra1..4, straight into the table (direct) or
- * through the kept INSERT plan (SPI connected). In pgshovel_capture.c.
+ * through the kept INSERT plan (SPI connected).
  */
 extern void write_event(QueueEntry *entry, Datum *values, const char *nulls, bool direct);
 
-/* A transaction's pack of one queue's changes (packing.c). */
-typedef struct Pack Pack;
-
-extern Pack *pack_for(QueueEntry *entry, const char *argument, bool direct);
-extern int	pack_table(Pack *pack, const char *schema, const char *name, const char *version,
-					   const char *keys);
-extern void pack_add(Pack *pack, int table, const char *type, const char *data, int length,
-					 bool check_sequence);
-extern void pack_end_call(Pack *pack);
-
-#endif							/* PGSHOVEL_CAPTURE_H */
+#endif							/* PGSHOVEL_QUEUE_H */
