@@ -100,7 +100,7 @@ def test_a_crash_between_the_table_and_its_history_is_recovered_once(tmp_path: P
     def crash(*args: Any) -> Any:
         raise KeyboardInterrupt("killed after the table's commit")
 
-    histories.commit = crash  # type: ignore[method-assign]
+    histories.commit = crash  # type: ignore[method-assign,assignment]
     with pytest.raises(KeyboardInterrupt):
         apply(made, 2, tables, tx(11, mutation("t", Op.UPDATE, old=1, new=1, a="b")))
     histories.commit = commit  # type: ignore[method-assign]
