@@ -196,8 +196,8 @@ def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
     assert not twice, f"versions twice: {twice[:3]!r}"
     current = sorted((key, value) for key, value, _, end in versions if end is None)
     assert len({key for key, _ in current}) == len(current), "one current version per key"
-    expected = [(int(key), value) for key, value in source_rows(source, "items")]
+    expected = [(int(str(key)), value) for key, value in source_rows(source, "items")]
     assert current == sorted(expected)
-    assert sorted((int(key), value) for key, value in copy.rows("items")) == sorted(expected)
+    assert sorted((int(str(key)), value) for key, value in copy.rows("items")) == sorted(expected)
     closed_by_truncate = [v for v in versions if v[3] in truncates]
     assert closed_by_truncate, "the TRUNCATE closed the versions current before it"
