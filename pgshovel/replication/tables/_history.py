@@ -1,52 +1,53 @@
 """An optional SCD type 2 history of a Delta copy (``history: true``): one row per row version.
 
 Beside the table, ``<table>~history`` holds every version of every row with
-when it started and ended: the table's columns, then ``_pgshovel_start_txid``
-and ``_pgshovel_start_time`` (the source transaction and its time that wrote
-the version), ``_pgshovel_end_txid`` and ``_pgshovel_end_time`` (the one that
-replaced or deleted it; null while current). Each micro-batch is one MERGE
-into it, committed right after the table's with the same counter (so recovery
+when it started and ended (columns and the versions a change closes and opens:
+``_versions``). Each micro-batch is one MERGE into it, committed right after
+the table's with the same counter as an application transaction (so recovery
 treats it as one more table of the micro-batch): the current version of each
-touched key is closed with the change's transaction, and the key's new row, if
-it was not deleted, is inserted as the current version — the classic SCD2
+touched key is closed with the change's transaction, and the key's new row,
+if it was not deleted, is inserted as the current version — the classic SCD2
 merge, whose source holds every touched key twice: once keyed (to close) and
 once with a null merge key (never matches: to insert). Versions are those the
 copy committed: changes of one key inside one micro-batch fold into its last
 one, as in the copy itself. A TRUNCATE closes every current version with the
 truncate's own transaction (``NetEffect.truncate_txid``/``truncate_time``).
+``DeltaHistory`` is the Delta ``HistoryStore``.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
 
-from pgshovel.errors import ProgrammingError
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import CommitProperties, DeltaTable, Field, Transaction, write_deltalake
+
 from pgshovel.replication.tables._delta import CommitResult, DeltaTables
-from pgshovel.replication.tables._effect import DELETED, TIMESTAMP, TXID, CommitRecord, NetEffect
+from pgshovel.replication.tables._effect import CommitRecord, NetEffect
 from pgshovel.replication.tables._predicates import identifier
-from pgshovel.replication.targets._arrow import table_schema
+from pgshovel.replication.tables._versions import (
+    END_TIME,
+    END_TXID,
+    LOAD,
+    START_TIME,
+    START_TXID,
+    closings,
+    history_schema,
+    openings,
+    truncation,
+)
 from pgshovel.source import TableShape
 
-__all__ = ["END_TIME", "END_TXID", "START_TIME", "START_TXID", "DeltaHistory"]
+__all__ = ["END_TIME", "END_TXID", "START_TIME", "START_TXID", "DeltaHistory", "history_schema"]
 
-START_TXID, START_TIME = "_pgshovel_start_txid", "_pgshovel_start_time"
-END_TXID, END_TIME = "_pgshovel_end_txid", "_pgshovel_end_time"
+logger = logging.getLogger(__name__)
+
 _MERGE_KEY = "_pgshovel_merge_key_"
-_TIME = pa.timestamp("us", tz="UTC")
-
-
-def history_schema(shape: TableShape) -> pa.Schema:
-    return pa.schema(
-        [
-            *table_schema(shape),
-            pa.field(START_TXID, pa.int64()),
-            pa.field(START_TIME, _TIME),
-            pa.field(END_TXID, pa.int64()),
-            pa.field(END_TIME, _TIME),
-        ]
-    )
 
 
 class DeltaHistory:
@@ -58,10 +59,19 @@ class DeltaHistory:
     def path(self, shape: TableShape) -> str:
         return f"{self.tables.path(shape)}~history"
 
-    def create(self, shape: TableShape) -> DeltaTable:
-        if DeltaTable.is_deltatable(self.path(shape), self.tables.storage_options):
-            return self.table(shape)
-        return DeltaTable.create(
+    def where(self, shape: TableShape) -> str:
+        return self.path(shape)
+
+    def removal(self, shape: TableShape) -> str:
+        return f"remove the history's directory {self.path(shape)!r}"
+
+    def exists(self, shape: TableShape) -> bool:
+        return bool(DeltaTable.is_deltatable(self.path(shape), self.tables.storage_options))
+
+    def create(self, shape: TableShape) -> None:
+        if self.exists(shape):
+            return
+        DeltaTable.create(
             self.path(shape),
             history_schema(shape),
             mode="ignore",
@@ -72,27 +82,52 @@ class DeltaHistory:
         return DeltaTable(self.path(shape), storage_options=self.tables.storage_options)
 
     def counter(self, shape: TableShape) -> int | None:
-        return self.table(shape).transaction_version(self.tables.app_id)
+        counter: int | None = self.table(shape).transaction_version(self.tables.app_id)
+        return counter
+
+    def columns(self, shape: TableShape) -> list[str]:
+        return list(pa.schema(self.table(shape).schema().to_arrow()).names)
+
+    def add_columns(self, shape: TableShape, fields: Sequence[pa.Field]) -> None:
+        self.table(shape).alter.add_columns([Field.from_arrow(field) for field in fields])
+
+    def current(self, shape: TableShape) -> pa.Table:
+        versions = self.table(shape).to_pyarrow_dataset()
+        current: pa.Table = versions.to_table(filter=ds.field(END_TXID).is_null())
+        return current
+
+    def versions(self, shape: TableShape) -> pa.Table:
+        versions: pa.Table = self.table(shape).to_pyarrow_table()
+        return versions
 
     def _source(self, effect: NetEffect) -> pa.Table:
         """Every touched key once keyed (to close it), every surviving row once unkeyed."""
         shape = effect.shape
-        rows = effect.rows
-        names = list(shape.column_names)
-        closing = rows.select(names)
+        ending = closings(effect)
+        # One schema for both halves, without the end columns (the target's, unambiguous): the
+        # closing half holds the keys and, as its start, the end of their current version.
+        schema = pa.schema(
+            [
+                field.with_nullable(True)
+                for field in history_schema(shape)
+                if field.name not in (END_TXID, END_TIME)
+            ]
+        )
+        ends = {START_TXID: ending.column(END_TXID), START_TIME: ending.column(END_TIME)}
+        closing = pa.table(
+            {
+                field.name: ends.get(field.name, pa.nulls(ending.num_rows, field.type))
+                for field in schema
+            },
+            schema=schema,
+        )
+        opening = openings(effect).select(schema.names).cast(schema)
         for index, name in enumerate(shape.key):
-            closing = closing.append_column(f"{_MERGE_KEY}{index}", rows.column(name))
-        closing = closing.append_column(START_TXID, rows.column(TXID))
-        closing = closing.append_column(START_TIME, rows.column(TIMESTAMP))
-        survivors = rows.filter(pc.invert(rows.column(DELETED)))
-        opening = survivors.select(names)
-        for index, name in enumerate(shape.key):
-            field = rows.schema.field(name)
+            kind = opening.schema.field(name).type
+            closing = closing.append_column(f"{_MERGE_KEY}{index}", ending.column(name))
             opening = opening.append_column(
-                f"{_MERGE_KEY}{index}", pa.nulls(survivors.num_rows, field.type)
+                f"{_MERGE_KEY}{index}", pa.nulls(opening.num_rows, kind)
             )
-        opening = opening.append_column(START_TXID, survivors.column(TXID))
-        opening = opening.append_column(START_TIME, survivors.column(TIMESTAMP))
         return pa.concat_tables([closing, opening])
 
     def commit(self, effect: NetEffect, record: CommitRecord) -> CommitResult:
@@ -106,9 +141,10 @@ class DeltaHistory:
             custom_metadata=record.to_properties(),
         )
         current = f"t.{identifier(END_TXID)} IS NULL"
-        inserted = {identifier(name): f"s.{identifier(name)}" for name in shape.column_names}
-        inserted[identifier(START_TXID)] = f"s.{identifier(START_TXID)}"
-        inserted[identifier(START_TIME)] = f"s.{identifier(START_TIME)}"
+        inserted = {
+            identifier(name): f"s.{identifier(name)}"
+            for name in (*shape.column_names, START_TXID, START_TIME)
+        }
         closed = {
             identifier(END_TXID): f"s.{identifier(START_TXID)}",
             identifier(END_TIME): f"s.{identifier(START_TIME)}",
@@ -125,15 +161,11 @@ class DeltaHistory:
             target_alias="t",
             commit_properties=properties,
         ).when_matched_update(closed)
-        if effect.truncate:
-            if effect.truncate_txid is None or effect.truncate_time is None:
-                raise ProgrammingError(
-                    f"net effect of {shape.qualified!r} truncates without the truncate's "
-                    "transaction and time, which its history needs"
-                )
+        truncate = truncation(effect)
+        if truncate is not None:
             ended = {
-                identifier(END_TXID): str(effect.truncate_txid),
-                identifier(END_TIME): f"to_timestamp_micros({effect.truncate_time})",
+                identifier(END_TXID): str(truncate[0]),
+                identifier(END_TIME): f"to_timestamp_micros({truncate[1]})",
             }
             merger = merger.when_not_matched_by_source_update(
                 ended, predicate=current.replace("t.", "", 1)
@@ -147,3 +179,31 @@ class DeltaHistory:
             )
             table.update_incremental()
         return CommitResult(f"{shape.qualified}~history", record.counter, table.version())
+
+    def commit_load(self, shape: TableShape, versions: pa.Table, record: CommitRecord) -> None:
+        properties = CommitProperties(
+            app_transactions=[Transaction(self.tables.app_id, record.counter)],
+            custom_metadata={**record.to_properties(), LOAD: "true"},
+        )
+        write_deltalake(
+            self.table(shape),
+            versions.cast(history_schema(shape)),
+            mode="overwrite",
+            commit_properties=properties,
+        )
+
+    def undo_load(self, shape: TableShape) -> bool:
+        table = self.table(shape)
+        latest = table.history(1)
+        if not latest or latest[0].get(LOAD) != "true":
+            return False
+        table.restore(int(latest[0]["version"]) - 1)
+        return True
+
+    def rename(self, before: TableShape, after: TableShape) -> None:
+        source, target = Path(self.path(before)), Path(self.path(after))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(source, target)
+
+    def drop(self, shape: TableShape) -> None:
+        shutil.rmtree(self.path(shape), ignore_errors=True)

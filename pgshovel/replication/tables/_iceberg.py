@@ -43,14 +43,14 @@ from pgshovel.replication.tables._evolution import Defaults, Evolution
 from pgshovel.replication.targets._parquet_tables import is_in_keys
 from pgshovel.source import TableShape
 
-__all__ = ["IcebergTables"]
+__all__ = ["IcebergTables", "key_bounds"]
 
 logger = logging.getLogger(__name__)
 
 APP = "pgshovel.app"
 
 
-def _bounds(shape: TableShape, keys: pa.Table) -> BooleanExpression:
+def key_bounds(shape: TableShape, keys: pa.Table) -> BooleanExpression:
     # The files a micro-batch reads: those whose statistics overlap the first key's range.
     first = shape.key[0]
     extremes = pc.min_max(keys.column(first))
@@ -179,7 +179,7 @@ class IcebergTables:
                 read = _evolve.rewrite_iceberg_files(change, evolution, effect, defaults or {})
             elif effect.rows.num_rows:
                 keys = effect.rows.select(list(shape.key))
-                tasks = _iceberg_files.plan(table, _bounds(shape, keys))
+                tasks = _iceberg_files.plan(table, key_bounds(shape, keys))
                 for task in tasks:
                     rows = _iceberg_files.read(transaction, table, [task])
                     touched = is_in_keys(rows, keys, shape.key)

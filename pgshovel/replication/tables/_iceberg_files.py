@@ -86,13 +86,14 @@ def write(
     )
 
 
-def replace(change: FileChange, summary: dict[str, str]) -> None:
+def replace(change: FileChange, summary: dict[str, str], *, always: bool = False) -> None:
     """Commit ``change`` as one overwrite snapshot (inside its transaction) with ``summary``.
 
-    A change of nothing makes no snapshot, except on a table that has none yet: its first
-    snapshot records the horizon from which on the table is (empty and) exact, which time
-    travel by source transaction needs."""
-    if change.empty and change.table.current_snapshot() is not None:
+    A change of nothing makes no snapshot (unless ``always``: a history's counter is its
+    current snapshot's), except on a table that has none yet: its first snapshot records the
+    horizon from which on the table is (empty and) exact, which time travel by source
+    transaction needs."""
+    if change.empty and change.table.current_snapshot() is not None and not always:
         return
     snapshot = change.transaction.update_snapshot(snapshot_properties=summary).overwrite(
         commit_uuid=change.commit_uuid

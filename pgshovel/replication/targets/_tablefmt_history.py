@@ -1,118 +1,101 @@
-"""The Delta target's ``history`` option: which tables keep an SCD2 history, and its commits.
+"""The ``history`` option of the Delta and Iceberg targets: which tables keep an SCD2 history.
 
-``history: true`` keeps the history (``tables._history.DeltaHistory``,
-``<table>~history`` beside the copy) of every table of the set, a list of
-``schema.table`` names only of those. Each micro-batch commits a table's
+``history: true`` keeps the history (``<table>~history``, in a format's
+``HistoryStore``: ``tables._history.DeltaHistory``,
+``tables._iceberg_history.IcebergHistory``) of every table of the set, a list
+of ``schema.table`` names only of those. Each micro-batch commits a table's
 history right after the table, with the same counter, and the worker counts a
-table as holding a micro-batch only when its history does too, so recovery
-treats the history as one more table of the micro-batch (never twice, never
-lost). A load (the initial snapshot or a reload of the whole target) closes
-every current version with the load's horizon (its ``xmax``: every source
-transaction before it is in the load) and opens the loaded rows from there; a
-load restarted after a crash first removes the history commit of the attempt
-it replaces. An incremental snapshot chunk (backfill, ``set resnapshot``,
-repair) opens a version only for a row the chunk changes or removes, from the
-horizon the copy had reached. ADD COLUMN evolves the history too; a change
-that rewrites the table (a type change, a key change, a dropped or renamed
-column) stops with the remedy, as the old versions cannot take the new shape.
+table as holding a micro-batch only when its history does too
+(``HistoryTarget.counter``), so recovery treats the history as one more table
+of the micro-batch (never twice, never lost). A load (the initial snapshot or
+a reload of the whole target) closes every current version with the load's
+horizon (its ``xmax``: every source transaction before it is in the load) and
+opens the loaded rows from there; a load restarted after a crash first takes
+back the history commit of the attempt it replaces. An incremental snapshot
+chunk (backfill, ``set resnapshot``, repair) opens a version only for a row
+the chunk changes or removes, from the horizon the copy had reached. ADD
+COLUMN evolves the history too; a change that rewrites the table (a type
+change, a key change, a dropped or renamed column) stops with the remedy, as
+the old versions cannot take the new shape.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import time
 from collections.abc import Collection
-from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
-from deltalake import CommitProperties, DeltaTable, Field, Transaction, write_deltalake
-
+from pgshovel.abc import HistoryStore
 from pgshovel.errors import ConfigurationError, SchemaError
-from pgshovel.replication.tables._delta import CommitResult, DeltaTables
-from pgshovel.replication.tables._effect import (
-    DELETED,
-    TIMESTAMP,
-    TXID,
-    CommitRecord,
-    NetEffect,
-    effect_schema,
-)
+from pgshovel.replication.tables._effect import TXID, CommitRecord, NetEffect
 from pgshovel.replication.tables._evolution import Evolution
-from pgshovel.replication.tables._history import (
-    END_TIME,
-    END_TXID,
-    START_TIME,
-    START_TXID,
-    DeltaHistory,
+from pgshovel.replication.tables._versions import (
+    chunk_effect,
     history_schema,
+    horizon_txid,
+    load_versions,
 )
+from pgshovel.replication.targets._tablefmt import TableFormatTarget
 from pgshovel.source import TableShape
+from pgshovel.stream.state import WorkerState
 
 __all__ = [
     "HistoryChoice",
+    "HistoryTarget",
     "TableHistories",
     "check_history_names",
-    "chunk_effect",
-    "horizon_txid",
 ]
 
 logger = logging.getLogger(__name__)
 
 HistoryChoice = bool | list[str]
 
-#: the commit-metadata key marking a load's history commit
-_LOAD = "pgshovel.load"
-_TIME = pa.timestamp("us", tz="UTC")
 
-
-def check_history_names(choice: HistoryChoice, shapes: Collection[TableShape]) -> None:
-    """Stop with one line when ``history`` names a table the set does not hold."""
-    if isinstance(choice, bool):
-        return
+def check_history_names(
+    choice: HistoryChoice, shapes: Collection[TableShape], *, named: bool = False
+) -> None:
+    """Stop with one line when ``history`` names a table the set does not hold, or (``named``:
+    a catalog names a history ``<table>~history`` as it is) when a table of the set bears the
+    name of another one's history."""
     known = {shape.qualified for shape in shapes}
-    unknown = sorted(name for name in choice if name not in known)
-    if unknown:
+    if not isinstance(choice, bool):
+        unknown = sorted(name for name in choice if name not in known)
+        if unknown:
+            raise ConfigurationError(
+                f"target history names {', '.join(repr(name) for name in unknown)}, which the "
+                f"set does not replicate (its tables: {', '.join(sorted(known)) or 'none'}); "
+                "name tables as schema.table, or write 'history: true' for all"
+            )
+    if not named:
+        return
+    kept = known if choice is True else set(choice or ())
+    clashes = sorted(name for name in known if name.endswith("~history") and name[:-8] in kept)
+    if clashes:
         raise ConfigurationError(
-            f"target history names {', '.join(repr(name) for name in unknown)}, which the set "
-            f"does not replicate (its tables: {', '.join(sorted(known)) or 'none'}); name tables "
-            "as schema.table, or write 'history: true' for all"
+            f"target history: table {clashes[0]!r} of the set bears the name of the history of "
+            f"{clashes[0][:-8]!r}; leave {clashes[0][:-8]!r} out of 'history', or rename one "
+            "of the two tables in the source"
         )
 
 
-def horizon_txid(horizon: str) -> int:
-    """The ``xmax`` of a ``txid_snapshot`` text: every source transaction before it that is
-    not in progress is visible in it."""
-    try:
-        return int(horizon.split(":")[1])
-    except (IndexError, ValueError) as error:
-        raise SchemaError(f"not a txid snapshot: {horizon!r}") from error
-
-
 class TableHistories:
-    """The histories the Delta target keeps (see the module docstring)."""
+    """The histories a target keeps in ``store`` (see the module docstring)."""
 
-    def __init__(self, tables: DeltaTables, choice: HistoryChoice) -> None:
+    def __init__(self, store: HistoryStore, choice: HistoryChoice) -> None:
         self.choice = choice
-        self.history = DeltaHistory(tables)
-        self.tables = tables
+        self.store = store
 
     def kept(self, shape: TableShape) -> bool:
         if isinstance(self.choice, bool):
             return self.choice
         return shape.qualified in self.choice
 
-    def exists(self, shape: TableShape) -> bool:
-        return DeltaTable.is_deltatable(self.history.path(shape), self.tables.storage_options)
-
     def counter(self, shape: TableShape) -> int | None:
         """The micro-batch the history holds last (None: no history yet)."""
-        if not self.exists(shape):
+        if not self.store.exists(shape):
             return None
-        return self.history.counter(shape)
+        return self.store.counter(shape)
 
     # -- micro-batches ----------------------------------------------------------------
 
@@ -122,55 +105,49 @@ class TableHistories:
         record: CommitRecord,
         before: TableShape | None,
         evolution: Evolution | None,
-    ) -> CommitResult | None:
-        """The history's commit of ``effect`` after the table's (None: no history kept). A
+    ) -> None:
+        """Commit the history of ``effect`` after the table's (nothing when none is kept). A
         renamed table's history moves with it (again after a restart, unless done); a table
         new to the set (``set update``) starts its history with its first commit."""
         shape = effect.shape
         if not self.kept(shape):
-            return None
+            return
+        store = self.store
         if before is not None and before.identity != shape.identity:
-            source, target = Path(self.history.path(before)), Path(self.history.path(shape))
-            if source.exists() and not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(source, target)
-                logger.info("history of %s moved to %s", before.qualified, target)
-        if not self.exists(shape):
-            self.history.create(shape)
+            if store.exists(before) and not store.exists(shape):
+                store.rename(before, shape)
+                logger.info("history of %s moved to %s", before.qualified, store.where(shape))
+        store.create(shape)
         if evolution is not None and evolution.changed:
             self._evolve(shape, evolution, record)
         rows = effect.rows
         if rows.num_rows and rows.column(TXID).null_count == rows.num_rows:
             # An incremental snapshot chunk: no source transaction wrote its rows.
-            versions = self.history.table(shape).to_pyarrow_dataset()
-            current = versions.to_table(filter=ds.field(END_TXID).is_null())
-            effect = chunk_effect(current, effect, horizon_txid(record.horizon), _clock())
-        return self.history.commit(effect, record)
+            effect = chunk_effect(
+                store.current(shape), effect, horizon_txid(record.horizon), _clock()
+            )
+        store.commit(effect, record)
 
     def _evolve(self, shape: TableShape, evolution: Evolution, record: CommitRecord) -> None:
-        table = self.history.table(shape)
-        if (table.transaction_version(self.tables.app_id) or 0) >= record.counter:
+        if (self.store.counter(shape) or 0) >= record.counter:
             return
         if evolution.rewrites or evolution.key_lost:
             raise SchemaError(
                 f"table {shape.qualified!r}: its history cannot follow a schema change that "
                 "rewrites the table (a type change, a key change, a dropped or renamed column); "
-                "remove the history's directory "
-                f"{self.history.path(shape)!r} and reload the target, or leave the table out "
+                f"{self.store.removal(shape)} and reload the target, or leave the table out "
                 "of 'history'"
             )
-        present = set(pa.schema(table.schema().to_arrow()).names)
+        present = set(self.store.columns(shape))
         wanted = history_schema(shape)
-        fields = [
-            Field.from_arrow(wanted.field(name)) for name in evolution.added if name not in present
-        ]
+        fields = [wanted.field(name) for name in evolution.added if name not in present]
         if fields:
-            table.alter.add_columns(fields)
+            self.store.add_columns(shape, fields)
             logger.info("history of %s: added columns %s", shape.qualified, evolution.added)
 
     def drop(self, shape: TableShape) -> None:
         """Remove the history of a table dropped in the source (with its copy)."""
-        shutil.rmtree(self.history.path(shape), ignore_errors=True)
+        self.store.drop(shape)
 
     # -- loads ------------------------------------------------------------------------
 
@@ -179,88 +156,77 @@ class TableHistories:
         the history commit of the load that stopped."""
         if not self.kept(shape):
             return
-        if not self.exists(shape):
-            self.history.create(shape)
+        if not self.store.exists(shape):
+            self.store.create(shape)
             return
-        if not resumed:
-            return
-        table = self.history.table(shape)
-        latest = table.history(1)
-        if latest and latest[0].get(_LOAD) == "true":
-            version = int(latest[0]["version"])
-            table.restore(version - 1)
+        if resumed and self.store.undo_load(shape):
             logger.info("history of %s: the stopped load's versions removed", shape.qualified)
 
-    def commit_load(self, shape: TableShape, rows: pa.Table, record: CommitRecord) -> None:
+    def commit_load(self, shape: TableShape, rows: Any, record: CommitRecord) -> None:
         """After a load: close every current version and open ``rows`` (the loaded copy, stored
         schema) at the load's horizon and time, in one commit marked as a load's."""
         if not self.kept(shape):
             return
-        txid, micros = horizon_txid(record.horizon), _clock()
-        table = self.history.table(shape)
-        before = table.to_pyarrow_table()
-        current = pc.is_null(before.column(END_TXID))
-        closed = before.set_column(
-            before.schema.get_field_index(END_TXID),
-            END_TXID,
-            pc.if_else(current, pa.scalar(txid, pa.int64()), before.column(END_TXID)),
-        )
-        closed = closed.set_column(
-            closed.schema.get_field_index(END_TIME),
-            END_TIME,
-            pc.if_else(current, pa.scalar(micros, _TIME), closed.column(END_TIME)),
-        )
-        count = rows.num_rows
-        opened = rows.select(list(shape.column_names))
-        for name, value, kind in (
-            (START_TXID, txid, pa.int64()),
-            (START_TIME, micros, _TIME),
-            (END_TXID, None, pa.int64()),
-            (END_TIME, None, _TIME),
-        ):
-            opened = opened.append_column(pa.field(name, kind), pa.array([value] * count, kind))
-        schema = history_schema(shape)
-        properties = CommitProperties(
-            app_transactions=[Transaction(self.tables.app_id, record.counter)],
-            custom_metadata={**record.to_properties(), _LOAD: "true"},
-        )
-        write_deltalake(
-            table,
-            pa.concat_tables([closed.cast(schema), opened.cast(schema)]),
-            mode="overwrite",
-            commit_properties=properties,
-        )
+        txid = horizon_txid(record.horizon)
+        versions = load_versions(shape, self.store.versions(shape), rows, txid, _clock())
+        self.store.commit_load(shape, versions, record)
         logger.info(
-            "history of %s: %d versions opened at txid %d by the load", shape.qualified, count, txid
+            "history of %s: %d versions opened at txid %d by the load",
+            shape.qualified,
+            rows.num_rows,
+            txid,
         )
 
 
-def chunk_effect(history: pa.Table, effect: NetEffect, txid: int, micros: int) -> NetEffect:
-    """An incremental snapshot chunk's net effect (change columns null) as the history takes it:
-    only the rows that differ from the key's current version (``history``: the current
-    versions), stamped with ``txid`` and ``micros``."""
-    shape = effect.shape
-    names = list(shape.column_names)
-    current = {tuple(row[name] for name in names) for row in history.select(names).to_pylist()}
-    keys = {
-        tuple(row[name] for name in shape.key)
-        for row in history.select(list(shape.key)).to_pylist()
-    }
-    keep = []
-    for row in effect.rows.select([*names, DELETED]).to_pylist():
-        if row[DELETED]:
-            keep.append(tuple(row[name] for name in shape.key) in keys)
-        else:
-            keep.append(tuple(row[name] for name in names) not in current)
-    rows = effect.rows.filter(pa.array(keep, pa.bool_()))
-    count = rows.num_rows
-    rows = rows.set_column(
-        rows.schema.get_field_index(TXID), TXID, pa.array([txid] * count, pa.int64())
-    )
-    rows = rows.set_column(
-        rows.schema.get_field_index(TIMESTAMP), TIMESTAMP, pa.array([micros] * count, _TIME)
-    )
-    return NetEffect(shape, rows.cast(effect_schema(shape)))
+class HistoryTarget(TableFormatTarget):
+    """A table-format target that keeps the histories its ``history`` option names: the
+    format's target gives ``_history_store``; recovery counts a table with its history."""
+
+    history: HistoryChoice = False
+    #: whether the format names a history as ``<table>~history`` unescaped (a catalog)
+    history_named: bool = False
+    _histories: TableHistories | None = None
+
+    def _history_store(self, tables: Any) -> HistoryStore:
+        raise NotImplementedError
+
+    def _keep_histories(self, tables: Any) -> None:
+        store = self._history_store(tables) if self.history else None
+        self._histories = None if store is None else TableHistories(store, self.history)
+
+    def open(self, cluster: str, set_name: str) -> WorkerState | None:
+        state = super().open(cluster, set_name)
+        if state is not None:
+            check_history_names(self.history, state.tables, named=self.history_named)
+        return state
+
+    def begin_snapshot(self, state: WorkerState) -> None:
+        check_history_names(self.history, state.tables, named=self.history_named)
+        super().begin_snapshot(state)
+
+    def counter(self, shape: TableShape) -> int | None:
+        counter: int | None = self.tables.counter(shape)
+        if self._histories is None or not self._histories.kept(shape) or counter is None:
+            return counter
+        return min(counter, self._histories.counter(shape) or 0)
+
+    def _commit_history(
+        self, effect: NetEffect, record: Any, before: TableShape | None, evolution: Any
+    ) -> None:
+        if self._histories is not None:
+            self._histories.commit(effect, record, before, evolution)
+
+    def _load_history(self, shape: TableShape, record: Any) -> None:
+        if self._histories is not None and self._histories.kept(shape):
+            self._histories.commit_load(shape, self.tables.read(shape), record)
+
+    def _reset_history(self, shape: TableShape) -> None:
+        if self._histories is not None:
+            self._histories.reset(shape, self._resumed_load)
+
+    def _drop_history(self, shape: TableShape) -> None:
+        if self._histories is not None:
+            self._histories.drop(shape)
 
 
 def _clock() -> int:

@@ -9,8 +9,8 @@ table whose summary (and the table's properties) carry the micro-batch's
 counter and the stream position. The worker's own files are under
 ``<warehouse>/_pgshovel/``. Read a table with pyiceberg's ``SqlCatalog``,
 DuckDB's ``iceberg_scan`` or Spark with the Iceberg runtime. Needs the
-``tables`` extra (``pip install 'pgshovel[tables]'``). ``history`` is refused: the
-SCD2 history is kept by the Delta target only.
+``tables`` extra (``pip install 'pgshovel[tables]'``). With ``history`` a table keeps an SCD
+type 2 history ``<schema>.<table>~history`` in the same catalog (``_tablefmt_history``).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from pyiceberg.expressions import (
     LessThanOrEqual,
 )
 
-from pgshovel.errors import ConfigurationError
 from pgshovel.settings import NonEmptyText, PositiveInt
 from pgshovel.source import TableShape
 
 try:
     from pgshovel.replication.tables._ddl import drop_iceberg, rename_iceberg
     from pgshovel.replication.tables._iceberg import IcebergTables
+    from pgshovel.replication.tables._iceberg_history import IcebergHistory
     from pgshovel.replication.tables._maintenance import Maintenance, MaintenanceReport
     from pgshovel.replication.tables._snapshot import WrittenFile, commit_iceberg_snapshot
 except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -42,17 +42,18 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
         f"the iceberg target needs the tables extra: pip install 'pgshovel[tables]' ({error})"
     ) from error
 
-from pgshovel.replication.targets._tablefmt import TableFormatTarget
+from pgshovel.replication.targets._tablefmt_history import HistoryChoice, HistoryTarget
 from pgshovel.replication.targets._tablefmt_upkeep import upkeep_policy
 
 __all__ = ["IcebergTarget"]
 
 
-class IcebergTarget(TableFormatTarget):
+class IcebergTarget(HistoryTarget):
     """Replicates into Iceberg tables of a SQL catalog, files under ``warehouse``."""
 
     kind = "iceberg"
     snapshot_suffix = "/data"
+    history_named = True
 
     def __init__(
         self,
@@ -60,19 +61,21 @@ class IcebergTarget(TableFormatTarget):
         catalog_uri: str | None = None,
         maintenance: bool = True,
         max_small_files: PositiveInt = 16,
-        history: bool | list[str] = False,
+        history: HistoryChoice = False,
     ) -> None:
-        if history:
-            raise ConfigurationError(
-                "target history: the iceberg target keeps no SCD2 history yet; use "
-                "'type: delta' for tables that need one, or remove 'history'"
-            )
         super().__init__(Path(warehouse), upkeep_policy(maintenance, max_small_files))
         self.warehouse = warehouse
         self.catalog_uri = catalog_uri
+        #: the tables that keep an SCD2 history in the catalog (True: all)
+        self.history = history
 
     def _make_tables(self, app_id: str) -> IcebergTables:
-        return IcebergTables(self.root, app_id, catalog_uri=self.catalog_uri)
+        tables = IcebergTables(self.root, app_id, catalog_uri=self.catalog_uri)
+        self._keep_histories(tables)
+        return tables
+
+    def _history_store(self, tables: IcebergTables) -> IcebergHistory:
+        return IcebergHistory(tables)
 
     def _maintain(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
         return maintenance.maintain_iceberg(self.tables, shape)
@@ -83,6 +86,7 @@ class IcebergTarget(TableFormatTarget):
             tables.catalog.drop_table(tables.identifier(shape))
         shutil.rmtree(tables.location(shape), ignore_errors=True)
         tables.create(shape)
+        self._reset_history(shape)
 
     def _commit_snapshot(
         self, shape: TableShape, files: Sequence[WrittenFile], record: Any
@@ -94,6 +98,7 @@ class IcebergTarget(TableFormatTarget):
 
     def _drop_table(self, shape: TableShape) -> None:
         drop_iceberg(self.tables, shape)
+        self._drop_history(shape)
 
     def _read_between(self, shape: TableShape, name: str, low: Any, high: Any) -> pa.Table:
         bounds: list[BooleanExpression] = []
