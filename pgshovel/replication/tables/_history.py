@@ -27,23 +27,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Field, Transaction, write_deltalake
 
+from pgshovel.replication.tables import _versions
 from pgshovel.replication.tables._delta import CommitResult, DeltaTables
 from pgshovel.replication.tables._effect import CommitRecord, NetEffect
 from pgshovel.replication.tables._predicates import identifier
-from pgshovel.replication.tables._versions import (
-    END_TIME,
-    END_TXID,
-    LOAD,
-    START_TIME,
-    START_TXID,
-    closings,
-    history_schema,
-    openings,
-    truncation,
-)
+from pgshovel.replication.tables._versions import END_TIME, END_TXID, START_TIME, START_TXID
 from pgshovel.source import TableShape
 
-__all__ = ["END_TIME", "END_TXID", "START_TIME", "START_TXID", "DeltaHistory", "history_schema"]
+__all__ = ["END_TIME", "END_TXID", "START_TIME", "START_TXID", "DeltaHistory"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +64,7 @@ class DeltaHistory:
             return
         DeltaTable.create(
             self.path(shape),
-            history_schema(shape),
+            _versions.history_schema(shape),
             mode="ignore",
             storage_options=self.tables.storage_options,
         )
@@ -103,13 +94,13 @@ class DeltaHistory:
     def _source(self, effect: NetEffect) -> pa.Table:
         """Every touched key once keyed (to close it), every surviving row once unkeyed."""
         shape = effect.shape
-        ending = closings(effect)
+        ending = _versions.closings(effect)
         # One schema for both halves, without the end columns (the target's, unambiguous): the
         # closing half holds the keys and, as its start, the end of their current version.
         schema = pa.schema(
             [
                 field.with_nullable(True)
-                for field in history_schema(shape)
+                for field in _versions.history_schema(shape)
                 if field.name not in (END_TXID, END_TIME)
             ]
         )
@@ -121,7 +112,7 @@ class DeltaHistory:
             },
             schema=schema,
         )
-        opening = openings(effect).select(schema.names).cast(schema)
+        opening = _versions.openings(effect).select(schema.names).cast(schema)
         for index, name in enumerate(shape.key):
             kind = opening.schema.field(name).type
             closing = closing.append_column(f"{_MERGE_KEY}{index}", ending.column(name))
@@ -161,7 +152,7 @@ class DeltaHistory:
             target_alias="t",
             commit_properties=properties,
         ).when_matched_update(closed)
-        truncate = truncation(effect)
+        truncate = _versions.truncation(effect)
         if truncate is not None:
             ended = {
                 identifier(END_TXID): str(truncate[0]),
@@ -183,11 +174,11 @@ class DeltaHistory:
     def commit_load(self, shape: TableShape, versions: pa.Table, record: CommitRecord) -> None:
         properties = CommitProperties(
             app_transactions=[Transaction(self.tables.app_id, record.counter)],
-            custom_metadata={**record.to_properties(), LOAD: "true"},
+            custom_metadata={**record.to_properties(), _versions.LOAD: "true"},
         )
         write_deltalake(
             self.table(shape),
-            versions.cast(history_schema(shape)),
+            versions.cast(_versions.history_schema(shape)),
             mode="overwrite",
             commit_properties=properties,
         )
@@ -195,7 +186,7 @@ class DeltaHistory:
     def undo_load(self, shape: TableShape) -> bool:
         table = self.table(shape)
         latest = table.history(1)
-        if not latest or latest[0].get(LOAD) != "true":
+        if not latest or latest[0].get(_versions.LOAD) != "true":
             return False
         table.restore(int(latest[0]["version"]) - 1)
         return True

@@ -208,13 +208,8 @@ def test_history_names_a_table_of_the_set_and_a_catalog_no_clashing_table(
 @KINDS
 def test_rename_and_drop_carry_the_history_along(kind: str, tmp_path: Path) -> None:
     made = target(kind, tmp_path)
-    tables = apply(
-        made,
-        1,
-        (T, U),
-        tx(10, mutation("t", Op.INSERT, new=1, a="a")),
-        tx(10, mutation("u", Op.INSERT, new=1, a="u")),
-    )
+    inserts = (tx(10, mutation(name, Op.INSERT, new=1, a=name)) for name in "tu")
+    tables = apply(made, 1, (T, U), *inserts)
     renamed = TableShape("public", "t2", (ID, T.columns[1]), ("id",), relation=10)
     rename = stream_pb2.SchemaChange(
         kind=stream_pb2.SchemaChange.ALTER, schema="public", table="t2", relation=10
@@ -227,7 +222,7 @@ def test_rename_and_drop_carry_the_history_along(kind: str, tmp_path: Path) -> N
     assert made._histories is not None
     store = made._histories.store
     assert not store.exists(T) and not store.exists(U)
-    assert versions(made, renamed) == [(1, "a", 10, 11), (1, "b", 11, None)]
+    assert versions(made, renamed) == [(1, "t", 10, 11), (1, "b", 11, None)]
     assert made.counter(renamed) == 3
     made.close()
 
