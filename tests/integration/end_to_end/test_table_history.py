@@ -1,4 +1,4 @@
-"""End to end into a Delta copy with ``history: true``: the SCD2 history matches the source's audit.
+"""End to end into Delta and Iceberg copies with ``history: true``: the history is the audit.
 
 The source keeps its own audit: a plain trigger (not pgshovel's) writes every
 row version of ``items`` with ``txid_current()`` into ``audit``, which is not
@@ -13,6 +13,7 @@ the current versions are the copy's rows, which are the source's.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import time
@@ -24,13 +25,15 @@ import psycopg2
 import pytest
 from deltalake import DeltaTable
 from kazoo.client import KazooClient
+from pyiceberg.catalog.sql import SqlCatalog
 
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.capture._capture import install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
 from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
-from ._targets import TargetUnderTest, source_rows
+from ._tableformats import delta_path, read_arrow
+from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
@@ -97,7 +100,19 @@ class Writer(WriterThreads):
             self.rollbacks += 1
 
 
+def commits(kind: str, root: Path, name: str) -> list[dict[str, Any]]:
+    """The properties of every commit of table ``public.<name>`` (Delta commit metadata, Iceberg
+    snapshot summaries)."""
+    if kind == "delta":
+        return list(DeltaTable(str(delta_path(root, "public", name))).history())
+    catalog = SqlCatalog("pgshovel", uri=f"sqlite:///{root}/catalog.db", warehouse=str(root))
+    snapshots = catalog.load_table(("public", name)).snapshots()
+    return [dict(s.summary.additional_properties) for s in snapshots if s.summary is not None]
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
 def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
+    kind: str,
     sandbox: SandboxConnection,
     make_database: Any,
     zookeeper: KazooClient,
@@ -111,9 +126,9 @@ def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
         cursor.execute(SCHEMA)
     connection.close()
     install(zookeeper, cluster_name, source, [{"name": "items"}])
-    root = tmp_path / "delta"
-    spec = {"type": "delta", "path": str(root), "history": True}
-    copy = TargetUnderTest(cluster_name, spec, table_format="delta", root=root)
+    copy = make_target(kind, make_database, tmp_path, cluster_name)
+    copy = dataclasses.replace(copy, spec={**copy.spec, "history": True})
+    assert copy.root is not None
     configuration = write_replication_yml(
         tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
     )
@@ -166,11 +181,10 @@ def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
         cursor.execute("SELECT txid, op, id, v FROM audit")
         audit = cursor.fetchall()
     connection.close()
-    log = DeltaTable(str(root / "public" / "items~history"))
-    history = log.to_pyarrow_table()
+    history = read_arrow(kind, copy.root, "public", "items~history")
     loaded = {
         int(str(entry["pgshovel.horizon"]).split(":")[1])
-        for entry in log.history()
+        for entry in commits(kind, copy.root, "items~history")
         if entry.get("pgshovel.load") == "true"
     }
     versions = list(
