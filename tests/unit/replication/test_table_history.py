@@ -19,11 +19,21 @@ from pgshovel.replication.tables._versions import END_TXID, START_TXID
 from pgshovel.replication.targets._tablefmt_history import HistoryTarget
 from pgshovel.replication.targets.delta import DeltaTarget
 from pgshovel.replication.targets.iceberg import IcebergTarget
-from pgshovel.source import Column, TableShape
+from pgshovel.source import Chunk, Column, KeyRange, TableShape
 from pgshovel.stream.shapes import shape_to_proto
 from pgshovel.stream.state import WorkerState
 from tests._positions import after
-from tests.unit.replication.test_table_targets import BASE, ID, Op, T, U, apply, mutation, rows
+from tests.unit.replication.test_table_targets import (
+    BASE,
+    ID,
+    Op,
+    T,
+    U,
+    apply,
+    mutation,
+    rows,
+    state_after,
+)
 
 B = Column("b", "bigint", "int8", False, 3)
 
@@ -253,3 +263,30 @@ def test_a_load_restarted_after_a_crash_replaces_the_stopped_loads_versions(
     again.finish_snapshot(later.replace(phase="streaming"))
     assert versions(again, T) == [(1, "a", 10, 340)]
     again.close()
+
+
+@KINDS
+def test_a_chunk_opens_versions_only_for_the_rows_it_changes_or_removes(
+    kind: str, tmp_path: Path
+) -> None:
+    made = target(kind, tmp_path)
+    inserts = [tx(10, mutation("t", Op.INSERT, new=key, a=f"v{key}")) for key in range(1, 6)]
+    apply(made, 1, (T, U), *inserts)
+    chunk = Chunk("attempt-1", "q", KeyRange(T, 1, ("2",), ("5",)))
+
+    def copy_out(out: Any) -> None:  # the source's rows of [2, 5): 2 unchanged, 3 changed
+        out.write(b"2\tv2\n3\tsource3\n")
+
+    made.chunk_sink().stage_rows(chunk.attempt, T, copy_out)
+    made.merge_chunk(chunk, set(), state_after(2, (T, U)))
+    horizon = 121  # the copy's horizon (state_after's): where the chunk's versions start
+    assert versions(made, T) == [
+        (1, "v1", 10, None),
+        (2, "v2", 10, None),
+        (3, "v3", 10, horizon),
+        (3, "source3", horizon, None),
+        (4, "v4", 10, horizon),
+        (5, "v5", 10, None),
+    ]
+    assert rows(made, T) == [(1, "v1"), (2, "v2"), (3, "source3"), (5, "v5")]
+    made.close()
