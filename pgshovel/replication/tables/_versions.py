@@ -166,7 +166,7 @@ def load_versions(
     """A load's history: every current version of ``before`` closed, ``rows`` (the loaded
     copy) opened, both at the load's horizon ``txid`` and time ``micros``."""
     schema = history_schema(shape)
-    closed, _ = close(before.cast(schema), closings_of_nothing(shape), shape.key, (txid, micros))
+    closed, _ = close(before.cast(schema), _no_closings(shape), shape.key, (txid, micros))
     count = rows.num_rows
     opened = _opened(
         shape, rows, pa.array([txid] * count, pa.int64()), pa.array([micros] * count, TIME)
@@ -174,7 +174,7 @@ def load_versions(
     return pa.concat_tables([closed, opened])
 
 
-def closings_of_nothing(shape: TableShape) -> pa.Table:
+def _no_closings(shape: TableShape) -> pa.Table:
     keys = history_schema(shape)
     return pa.schema(
         [*(keys.field(name) for name in shape.key), keys.field(END_TXID), keys.field(END_TIME)]
