@@ -26,7 +26,6 @@ from typing import Any
 
 from pgshovel import errors
 from pgshovel.errors import DataError, PgshovelError, TransientError
-from pgshovel.replication.staging.postgres import Stage
 from pgshovel.replication.staging.reduce import shape_matches
 from pgshovel.replication.staging.task import StageTask, Take, run_stage_task
 from pgshovel.stream.batches import CommittedBatch, RowMutations, RowsMessage
@@ -166,7 +165,7 @@ class Stager:
             for number, (partition, takes) in enumerate(runs)
         ]
         started = time.monotonic()
-        stages: list[Stage] = []
+        stages: list[Any] = []
         if tasks:
             context = self.spark.sparkContext
             try:
@@ -180,7 +179,7 @@ class Stager:
         self.staged += 1
         self.tasks += len(tasks)
         logger.info(
-            "staged micro-batch %s: %d batch(es) in %d task(s), %d staging table(s) in %.3fs, "
+            "staged micro-batch %s: %d batch(es) in %d task(s), %d stage(s) in %.3fs, "
             "committed once in %.3fs",
             micro_batch,
             len(batches),

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, SnapshotSink
 from pgshovel.errors import ProgrammingError, RecoveryNeeded
 from pgshovel.protocol import stream_pb2
+from pgshovel.replication.staging import tablefmt as _staging
 from pgshovel.replication.tables import _intents
 from pgshovel.replication.tables._delta import CommitResult
 from pgshovel.replication.tables._effect import NetEffect, effect_schema
@@ -188,6 +189,7 @@ class TableFormatTarget:
         self._lock = _files.lock_directory(self.files.directory)
         self.tables = self._make_tables(f"pgshovel:{cluster}:{set_name}")
         self._log = _intents.IntentLog(self.files.intents)
+        self._drop_micro_batch_stages()  # a crash's: never part of the copy
         stored = self.files.read_state()
         if stored is None:
             self._counter, self._state = 0, None
@@ -305,6 +307,53 @@ class TableFormatTarget:
         self.files.drop_pending()
         self._counter, self._state = counter, state
         self._upkeep([table.shape for table in tables.values()])
+
+    # -- the staged path (docs/scale-out.md) ------------------------------------------
+
+    def _stage_directory(self, micro_batch: str) -> Path:
+        staging = self.files.staging / _parquet_chunks.STAGING
+        return staging / f"{_staging.MICRO_BATCH_PREFIX}{micro_batch}"
+
+    def _drop_micro_batch_stages(self) -> None:
+        for directory in _staging.leftover_directories(
+            self.files.staging / _parquet_chunks.STAGING
+        ):
+            logger.info("%s target: removing a crash's staged files %s", self.kind, directory)
+            _files.remove(directory)
+
+    def stage_sink(self, micro_batch: str) -> tuple[_staging.TableStageSink, str]:
+        """Where the staged path's Spark tasks stage ``micro_batch`` (Parquet files of its own
+        directory), and the micro-batch's name."""
+        directory = self._stage_directory(micro_batch)
+        _files.remove(directory)
+        return _staging.TableStageSink(str(directory)), micro_batch
+
+    def commit_stages(
+        self,
+        micro_batch: str,
+        stages: Sequence[_staging.FileStage],
+        state: WorkerState,
+    ) -> int:
+        """Commit a staged micro-batch as the driver path commits one (written ahead, intent,
+        one commit per table with the counter and position, then ``state``) from the stages
+        the driver got back; then remove its staging directory. Returns the rows committed."""
+        combined = _staging.combine_stages(state.tables, stages)
+        tables = {
+            table.shape.identity: PendingTable(
+                table.shape,
+                table.shape,
+                table.rows,
+                table.truncate,
+                table.truncate_txid,
+                table.truncate_time,
+                {},
+            )
+            for table in combined
+        }
+        batches = tuple(sorted({batch for stage in stages for batch in stage.batches}))
+        self._commit(tables, state, batches)
+        _files.remove(self._stage_directory(micro_batch))
+        return sum(table.rows.num_rows for table in combined)
 
     def _upkeep(self, shapes: Sequence[TableShape]) -> None:
         if self.maintenance is not None:
