@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pgshovel.errors import SchemaError, StreamError
+from pgshovel.errors import ConfigurationError, SchemaError, StreamError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.staging.reduce import Place, StagedTable
 from pgshovel.replication.tables._effect import effect_schema
@@ -192,13 +192,23 @@ class TableStageSink:
 
 
 def read_stage(shape: TableShape, stage: FileStage) -> pa.Table:
-    """A stage file's rows; a file that is gone or not in the table's shape is an error."""
+    """A stage file's rows. A file the driver cannot find was written where it does not see:
+    the target's path is not the same shared directory on the driver and the executors."""
+    if not Path(stage.path).is_file():
+        raise ConfigurationError(
+            f"the staged rows of {shape.qualified!r} that a Spark task wrote to {stage.path!r} "
+            "are not there for the driver: the target's path must be one directory shared by "
+            "the driver and every executor; mount it at the same place on each machine, or set "
+            "stage_min_mutations: 1000000000 in replication.yml to apply every micro-batch on "
+            "the driver"
+        )
     try:
         rows = pq.read_table(stage.path, schema=stage_schema(shape))
     except (OSError, pa.ArrowInvalid) as error:
         raise StreamError(
             f"the staged rows of {shape.qualified!r} in {stage.path!r} cannot be read ({error}); "
-            "the micro-batch is staged again when the worker starts over"
+            "the file was changed after its task wrote it: restart the worker to stage the "
+            "micro-batch again"
         ) from error
     return rows
 

@@ -46,7 +46,8 @@ INSERT INTO pairs SELECT r, g, 'p' || g FROM generate_series(1, 40) g, unnest(AR
 class BulkWriter(WriterThreads):
     """Transactions of bulk updates (tens of rows), inserts, key changes, deletes, TRUNCATE."""
 
-    pause = 0.05
+    #: a few transactions a second: micro-batches of hundreds of row changes, quickly caught up
+    pause = 0.2
 
     def __init__(self, dsn: str) -> None:
         super().__init__(dsn, threads=2)
@@ -55,11 +56,11 @@ class BulkWriter(WriterThreads):
     def write(self, cursor: Any, rng: random.Random) -> None:
         choice = rng.random()
         if choice < 0.4:
-            cursor.execute("UPDATE items SET n = n + 1 WHERE id %% 10 = %s", (rng.randrange(10),))
+            cursor.execute("UPDATE items SET n = n + 1 WHERE id %% 40 = %s", (rng.randrange(40),))
         elif choice < 0.6:
             key = next(self.keys)
             cursor.execute(
-                "INSERT INTO items SELECT %s + g, 'new', g FROM generate_series(0, 19) g",
+                "INSERT INTO items SELECT %s + g, 'new', g FROM generate_series(0, 9) g",
                 (key * 100,),
             )
         elif choice < 0.75:

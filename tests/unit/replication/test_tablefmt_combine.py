@@ -11,13 +11,21 @@ deleted keys flagged, TRUNCATE reported.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from pgshovel.errors import ConfigurationError
 from pgshovel.replication.staging.reduce import reduce_messages
-from pgshovel.replication.staging.tablefmt import combine, stage_rows, stage_schema
+from pgshovel.replication.staging.tablefmt import (
+    FileStage,
+    combine,
+    read_stage,
+    stage_rows,
+    stage_schema,
+)
 from pgshovel.replication.tables._effect import effect_schema
 from tests._staged_rows import KEYED, Changes, cut
 
@@ -86,3 +94,9 @@ def test_rows_at_or_before_the_truncate_are_dropped() -> None:
     net = combine(KEYED, [stage(1, 0, 5), stage(2, 1, 3), stage(3, 1, 4)], (1, 3))
     assert net.column("id").to_pylist() == [3]
     assert net.column("_pgshovel_batch").to_pylist() == [11]
+
+
+def test_a_stage_the_driver_cannot_find_names_the_shared_directory_remedy(tmp_path: Path) -> None:
+    stage = FileStage("public", "acct", str(tmp_path / "elsewhere.parquet"), 1, None, None)
+    with pytest.raises(ConfigurationError, match=r"'public\.acct'.*one directory shared"):
+        read_stage(KEYED, stage)
