@@ -100,3 +100,13 @@ def test_a_stage_the_driver_cannot_find_names_the_shared_directory_remedy(tmp_pa
     stage = FileStage("public", "acct", str(tmp_path / "elsewhere.parquet"), 1, None, None)
     with pytest.raises(ConfigurationError, match=r"'public\.acct'.*one directory shared"):
         read_stage(KEYED, stage)
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_the_table_formats_take_the_staged_path(kind: str, tmp_path: Path) -> None:
+    from pgshovel.replication.staged import Stager
+    from pgshovel.replication.targets.delta import DeltaTarget
+    from pgshovel.replication.targets.iceberg import IcebergTarget
+
+    target = DeltaTarget(str(tmp_path)) if kind == "delta" else IcebergTarget(str(tmp_path))
+    assert Stager(object(), target, {}, "topic", 1).enabled
