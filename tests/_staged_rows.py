@@ -52,6 +52,8 @@ class Changes:
     rng: random.Random
     #: key -> (note, txid of the change that wrote it)
     model: dict[int, tuple[str | None, int]] = field(default_factory=dict)
+    #: key -> txid of the last change that deleted it (or moved its row to another key)
+    deleted_by: dict[int, int] = field(default_factory=dict)
     event: int = 0
     txid: int = 1000
     truncates: int = 0
@@ -75,6 +77,7 @@ class Changes:
             roll = rng.random()
             if roll < 0.3:
                 del model[key]
+                self.deleted_by[key] = self.txid
                 out.append((DELETE, old, None))
                 continue
             new_key = key if roll < 0.7 else rng.randrange(40, 80)
@@ -82,6 +85,8 @@ class Changes:
                 new_key = key
             note = rng.choice(NOTES)
             del model[key]
+            if new_key != key:
+                self.deleted_by[key] = self.txid
             model[new_key] = (note, self.txid)
             out.append((UPDATE, old, [str(new_key), note]))
         return out

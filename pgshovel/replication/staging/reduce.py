@@ -53,7 +53,8 @@ class StagedTable:
     changes: int = 0
     #: kept only when asked (``reduce_messages(details=True)``, the table formats' stages):
     #: keyed tables' key -> (source txid, timestamp, provenance index + 1 into ``provenances``)
-    #: of the change that decided the key's row
+    #: of the change that decided the key's row (a deleted key's: the deleting change's txid
+    #: and timestamp, no provenance)
     details: dict[tuple[str, ...], tuple[int, int, int]] = field(default_factory=dict)
     #: the provenances ``details`` index (serialized ``Provenance`` messages)
     provenances: list[bytes] = field(default_factory=list)
@@ -160,8 +161,9 @@ def reduce_messages(
 
 def _keep_details(message: stream_pb2.MutationBatch, tables: list[StagedTable]) -> None:
     """Record, per keyed row a change of ``message`` leaves, its transaction, timestamp and
-    provenance (a pass of its own: the reduction above stays as the PostgreSQL stage has it).
-    Deleted keys keep none; a later change of the same key replaces the earlier's."""
+    provenance (a pass of its own: the reduction above stays as the PostgreSQL stage has it);
+    a deleted key the deleting change's transaction and timestamp. A later change of the same
+    key replaces the earlier's."""
     provenances: dict[int, dict[int, int]] = {}
     for change in message.changes:
         table = tables[change.table]
@@ -173,7 +175,18 @@ def _keep_details(message: stream_pb2.MutationBatch, tables: list[StagedTable]) 
             table.details.clear()
             table.truncated_by = (change.transaction, change.timestamp)
             continue
-        if operation == _DELETE or operation not in _OPERATIONS:
+        if operation not in _OPERATIONS:
+            continue
+        if operation != _INSERT:
+            # A deleted key (or a key an UPDATE moved away from) keeps the deleting change's
+            # transaction and time: a history closes the key's version with them.
+            old = change.old.decode().split("\t")
+            table.details[tuple([old[position] for position in positions])] = (
+                change.transaction,
+                change.timestamp,
+                0,
+            )
+        if operation == _DELETE:
             continue
         fields = change.new.decode().split("\t")
         key = tuple([fields[position] for position in positions])

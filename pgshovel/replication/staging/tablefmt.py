@@ -114,14 +114,15 @@ def stage_rows(staged: StagedTable) -> pa.Table:
         ordinals.append(ordinal)
         events.append(event)
         deleted.append(gone)
+        detail = staged.details.get(key)
         if gone:
+            # As the driver path: the deleting change's transaction and time, no batch.
             lines.append(staged.deleted_line(key))
-            txids.append(None)
+            txids.append(None if detail is None else detail[0])
             batches.append(None)
-            times.append(None)
+            times.append(None if detail is None else detail[1])
             stamps.append(None)
             continue
-        detail = staged.details.get(key)
         if detail is None:
             raise StreamError(
                 f"{shape.qualified!r}: the row of key {key!r} was staged without its change's "

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.mutations import key_text
 from pgshovel.replication.staging.reduce import reduce_messages
@@ -39,7 +41,8 @@ Task = tuple[int, list[tuple[int, bytes]], dict[int, int], TableStageSink, bool]
 
 
 def make(kind: str, root: Path) -> TableFormatTarget:
-    return DeltaTarget(str(root)) if kind == "delta" else IcebergTarget(str(root))
+    """A Delta copy keeps an SCD2 history too (its deleted keys' transactions matter)."""
+    return DeltaTarget(str(root), history=True) if kind == "delta" else IcebergTarget(str(root))
 
 
 def start(kind: str, root: Path) -> TableFormatTarget:
@@ -137,8 +140,15 @@ def apply_driver(
 
 
 def table(target: TableFormatTarget) -> list[tuple[str, ...]]:
-    """Every column of the copy (change columns too) as text, sorted."""
+    """Every column of the copy (change columns too) as text, sorted; a Delta copy's history's
+    rows follow."""
     rows = target.tables.read(KEYED)
+    if isinstance(target, DeltaTarget):
+        from deltalake import DeltaTable
+
+        path = target._histories.history.path(KEYED)  # type: ignore[union-attr]
+        history = DeltaTable(str(path)).to_pyarrow_table()
+        rows = pa.concat_tables([rows, history], promote_options="default")
     names = sorted(rows.column_names)
     return sorted(tuple(str(row[name]) for name in names) for row in rows.to_pylist())
 

@@ -6,7 +6,9 @@ the relay's ROWS messages, routed to partitions, cut into tasks, and staged by
 tasks of a real local SparkSession through the target's own ``stage_sink``;
 the driver commits them with ``commit_stages``. A second copy applies the same
 changes through the driver path (planner, ``apply``); after every micro-batch
-both tables are equal column for column, change columns included. A killed
+both tables are equal column for column, change columns included (and the
+Delta copy's SCD2 history, whose closed versions carry the deleting
+transaction). A killed
 attempt's files (never handed back to the driver) are never read, whether
 planted beside the micro-batch's or left by a task Spark retried (a session of
 its own that retries, ``local[2,2]``); each micro-batch's directory is gone
@@ -22,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from pgshovel.replication.staging.reduce import reduce_messages
 from pgshovel.replication.staging.tablefmt import MICRO_BATCH_PREFIX
-from tests._staged_rows import DELETE, INSERT, TRUNCATE, UPDATE
+from pgshovel.replication.tables._history import END_TXID
+from tests._staged_rows import DELETE, INSERT, KEYED, TRUNCATE, UPDATE
 
 from ._tablefmt_stage import (
     MICRO_BATCHES,
@@ -67,6 +71,10 @@ def test_staged_micro_batches_equal_the_driver_path(spark: Any, kind: str, tmp_p
         assert not (staging / f"{MICRO_BATCH_PREFIX}m{micro_batch}").exists()
         assert table(staged_target) == table(driver_target), f"micro-batch {micro_batch}"
     assert table(staged_target)
+    if kind == "delta":  # versions closed by deletes and key changes, as the driver closed them
+        path = staged_target._histories.history.path(KEYED)  # type: ignore[attr-defined]
+        ends = DeltaTable(str(path)).to_pyarrow_table().column(END_TXID)
+        assert ends.null_count < len(ends), "the history holds closed versions"
 
     # A crash between staging and commit leaves a directory: removed when the target opens.
     leftover = staging / f"{MICRO_BATCH_PREFIX}dead"

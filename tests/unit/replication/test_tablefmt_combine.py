@@ -71,6 +71,8 @@ def test_any_cut_combines_to_the_net_effect(seed: int) -> None:
         for key, (note, _txid, batch, deleted) in result.items():
             assert batch is None if deleted else batch in batch_ids
             if deleted:
+                # the deleting change's transaction, as the driver path records it
+                assert _txid == changes.deleted_by[key]
                 copy.pop(key, None)
             else:
                 copy[key] = (note, _txid)
