@@ -18,7 +18,9 @@ is found by its name prefix and removed when the target opens.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,9 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.replication.staging.reduce import Place, StagedTable
 from pgshovel.replication.tables._effect import effect_schema
 from pgshovel.replication.tables._text import lines_to_arrow
+from pgshovel.replication.targets._parquet_chunks import STAGING
 from pgshovel.replication.targets._parquet_tables import PROVENANCE
+from pgshovel.replication.targets._tablefmt_log import PendingTable
 from pgshovel.source import TableShape
 
 __all__ = [
@@ -45,10 +49,15 @@ __all__ = [
     "combine",
     "combine_stages",
     "leftover_directories",
+    "micro_batch_directory",
+    "pending_tables",
     "read_stage",
+    "remove_leftovers",
     "stage_rows",
     "stage_schema",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: the name prefix of a micro-batch's staging directory under the target's ``_staging``
 MICRO_BATCH_PREFIX = "micro-batch-"
@@ -238,6 +247,11 @@ def combine(shape: TableShape, parts: Sequence[pa.Table], truncated: Place | Non
     return rows.drop_columns([ORDINAL, EVENT]).cast(effect_schema(shape))
 
 
+def micro_batch_directory(files: Path, micro_batch: str) -> Path:
+    """Where a micro-batch's tasks stage, below a target's own files directory."""
+    return files / STAGING / f"{MICRO_BATCH_PREFIX}{micro_batch}"
+
+
 def leftover_directories(staging: Path) -> list[Path]:
     """The micro-batch staging directories under a target's ``_staging`` (a crash's)."""
     if not staging.is_dir():
@@ -247,6 +261,13 @@ def leftover_directories(staging: Path) -> list[Path]:
         for path in staging.iterdir()
         if path.is_dir() and path.name.startswith(MICRO_BATCH_PREFIX)
     )
+
+
+def remove_leftovers(kind: str, files: Path) -> None:
+    """Remove the micro-batch staging directories a crash left below a target's files."""
+    for directory in leftover_directories(files / STAGING):
+        logger.info("%s target: removing a crash's staged files %s", kind, directory)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -283,3 +304,23 @@ def combine_stages(shapes: Sequence[TableShape], stages: Sequence[FileStage]) ->
             )
         )
     return out
+
+
+def pending_tables(
+    shapes: Sequence[TableShape], stages: Sequence[FileStage]
+) -> tuple[dict[tuple[str, str], PendingTable], tuple[int, ...]]:
+    """The target's pending tables of a staged micro-batch (no shape changes: a micro-batch
+    with one never stages) and the PgQ batch ids its tasks read."""
+    tables = {
+        table.shape.identity: PendingTable(
+            table.shape,
+            table.shape,
+            table.rows,
+            table.truncate,
+            table.truncate_txid,
+            table.truncate_time,
+            {},
+        )
+        for table in combine_stages(shapes, stages)
+    }
+    return tables, tuple(sorted({batch for stage in stages for batch in stage.batches}))

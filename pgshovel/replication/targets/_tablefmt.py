@@ -201,7 +201,7 @@ class TableFormatTarget:
         self._lock = _files.lock_directory(self.files.directory)
         self.tables = self._make_tables(f"pgshovel:{cluster}:{set_name}")
         self._log = _intents.IntentLog(self.files.intents)
-        self._drop_micro_batch_stages()  # a crash's: never part of the copy
+        _staging.remove_leftovers(self.kind, self.files.staging)  # a crash's staged files
         stored = self.files.read_state()
         if stored is None:
             self._counter, self._state = 0, None
@@ -321,52 +321,23 @@ class TableFormatTarget:
         self._counter, self._state = counter, state
         self._upkeep([table.shape for table in tables.values()])
 
-    # -- the staged path (docs/scale-out.md) ------------------------------------------
-
-    def _stage_directory(self, micro_batch: str) -> Path:
-        staging = self.files.staging / _parquet_chunks.STAGING
-        return staging / f"{_staging.MICRO_BATCH_PREFIX}{micro_batch}"
-
-    def _drop_micro_batch_stages(self) -> None:
-        for directory in _staging.leftover_directories(
-            self.files.staging / _parquet_chunks.STAGING
-        ):
-            logger.info("%s target: removing a crash's staged files %s", self.kind, directory)
-            _files.remove(directory)
+    # -- the staged path (docs/scale-out.md, ``staging.tablefmt``) --------------------
 
     def stage_sink(self, micro_batch: str) -> tuple[_staging.TableStageSink, str]:
-        """Where the staged path's Spark tasks stage ``micro_batch`` (Parquet files of its own
-        directory), and the micro-batch's name."""
-        directory = self._stage_directory(micro_batch)
+        """Where the staged path's Spark tasks stage ``micro_batch``, and its name."""
+        directory = _staging.micro_batch_directory(self.files.staging, micro_batch)
         _files.remove(directory)
         return _staging.TableStageSink(str(directory)), micro_batch
 
     def commit_stages(
-        self,
-        micro_batch: str,
-        stages: Sequence[_staging.FileStage],
-        state: WorkerState,
+        self, micro_batch: str, stages: Sequence[_staging.FileStage], state: WorkerState
     ) -> int:
-        """Commit a staged micro-batch as the driver path commits one (written ahead, intent,
-        one commit per table with the counter and position, then ``state``) from the stages
-        the driver got back; then remove its staging directory. Returns the rows committed."""
-        combined = _staging.combine_stages(state.tables, stages)
-        tables = {
-            table.shape.identity: PendingTable(
-                table.shape,
-                table.shape,
-                table.rows,
-                table.truncate,
-                table.truncate_txid,
-                table.truncate_time,
-                {},
-            )
-            for table in combined
-        }
-        batches = tuple(sorted({batch for stage in stages for batch in stage.batches}))
+        """Commit the stages the driver got back as a driver-applied micro-batch is committed
+        (written ahead, intent, a commit per table, ``state``); remove its directory."""
+        tables, batches = _staging.pending_tables(state.tables, stages)
         self._commit(tables, state, batches)
-        _files.remove(self._stage_directory(micro_batch))
-        return sum(table.rows.num_rows for table in combined)
+        _files.remove(_staging.micro_batch_directory(self.files.staging, micro_batch))
+        return sum(table.rows.num_rows for table in tables.values())
 
     def _upkeep(self, shapes: Sequence[TableShape]) -> None:
         if self.maintenance is not None:
