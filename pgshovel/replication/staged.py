@@ -10,9 +10,12 @@ leaves it to the driver path unchanged. Staged: one Spark task per run of a
 partition's messages (cut at batch boundaries, about ``TASK_ROWS`` row changes
 each) reads exactly the messages the driver validated (offset, publisher,
 sequence, batch: ``staging.task``), reduces them to the net effect per key and
-stages it in the target under its attempt's own names; the driver then commits
-the micro-batch and the worker's state in one target transaction and drops the
-micro-batch's staging tables. Nothing of it is visible before that commit.
+stages it in the target under its attempt's own names (PostgreSQL: unlogged
+tables, ``staging.postgres``; Delta and Iceberg: Parquet files,
+``staging.tablefmt``); the driver then commits the micro-batch with the
+worker's state through the target (PostgreSQL: one transaction; the table
+formats: their micro-batch commit) and drops the micro-batch's stages. Nothing
+of it is visible before that commit.
 """
 
 from __future__ import annotations
