@@ -76,6 +76,20 @@ class DeltaHistory:
         counter: int | None = self.table(shape).transaction_version(self.tables.app_id)
         return counter
 
+    def last_commit(self, shape: TableShape) -> CommitRecord | None:
+        """The record of the last micro-batch (or load) the history holds, from its log (the
+        newest entries first: maintenance commits carry it too, vacuum's do not)."""
+        table = self.table(shape)
+        counter = table.transaction_version(self.tables.app_id)
+        if counter is None:
+            return None
+        for limit in (16, None):
+            for entry in table.history(limit):
+                record = CommitRecord.from_properties(entry)
+                if record is not None and record.counter == counter:
+                    return record
+        return None
+
     def columns(self, shape: TableShape) -> list[str]:
         return list(pa.schema(self.table(shape).schema().to_arrow()).names)
 

@@ -72,6 +72,9 @@ class IcebergHistory:
     def exists(self, shape: TableShape) -> bool:
         return bool(self.tables.catalog.table_exists(self.identifier(shape)))
 
+    def location(self, shape: TableShape) -> str:
+        return f"{self.tables.location(shape)}~history"
+
     def table(self, shape: TableShape) -> Table:
         return self.tables.catalog.load_table(self.identifier(shape))
 
@@ -82,13 +85,18 @@ class IcebergHistory:
         self.tables.catalog.create_table(
             self.identifier(shape),
             schema=history_schema(shape),
-            location=f"{self.tables.location(shape)}~history",
+            location=self.location(shape),
             properties={APP: self.tables.app_id, "format-version": "2"},
         )
         logger.info("created iceberg history %s", self.where(shape))
 
+    def last_commit(self, shape: TableShape) -> CommitRecord | None:
+        """The record of the last micro-batch (or load) the history holds: its current
+        snapshot's, which a compaction carries on."""
+        return CommitRecord.from_properties(_summary(self.table(shape)))
+
     def counter(self, shape: TableShape) -> int | None:
-        record = CommitRecord.from_properties(_summary(self.table(shape)))
+        record = self.last_commit(shape)
         return None if record is None else record.counter
 
     def columns(self, shape: TableShape) -> list[str]:

@@ -19,24 +19,31 @@ the first key column in one snapshot (at most ``max_small_files`` small files,
 so bounded memory); vacuum expires snapshots older than the retention (a
 pyiceberg commit copies the whole table metadata, so its cost grows with the
 snapshots kept) and removes data files no snapshot references (what a crash
-between writing files and committing leaves).
+between writing files and committing leaves). A table's SCD2 history
+(``<table>~history``) is maintained the same way (``maintain_*_history``),
+its maintenance commits carrying the history's own last record.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import CommitProperties
+from deltalake import CommitProperties, DeltaTable
 from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.table import Table
 
 from pgshovel.replication.tables import _iceberg_files
 from pgshovel.replication.tables._delta import DeltaTables
+from pgshovel.replication.tables._effect import CommitRecord
+from pgshovel.replication.tables._history import DeltaHistory
 from pgshovel.replication.tables._iceberg import IcebergTables
+from pgshovel.replication.tables._iceberg_history import IcebergHistory
 from pgshovel.source import TableShape
 
 __all__ = ["Maintenance", "MaintenancePolicy", "MaintenanceReport"]
@@ -95,18 +102,29 @@ class Maintenance:
     # -- Delta -----------------------------------------------------------------------
 
     def maintain_delta(self, tables: DeltaTables, shape: TableShape) -> MaintenanceReport:
-        table = tables.table(shape)
+        return self._maintain_delta(
+            tables.table(shape), shape.qualified, shape.key[0], tables.last_commit(shape)
+        )
+
+    def maintain_delta_history(self, history: DeltaHistory, shape: TableShape) -> MaintenanceReport:
+        """Maintain the table's SCD2 history (``<table>~history``) as a table of its own."""
+        return self._maintain_delta(
+            history.table(shape), history.where(shape), shape.key[0], history.last_commit(shape)
+        )
+
+    def _maintain_delta(
+        self, table: DeltaTable, name: str, first_key: str, record: CommitRecord | None
+    ) -> MaintenanceReport:
         sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
         small = sum(1 for size in sizes if size < self.policy.small_file_bytes)
         compacted = sorted_now = False
-        record = tables.last_commit(shape)
         properties = CommitProperties(custom_metadata=record.to_properties()) if record else None
         if small > self.policy.max_small_files:
             compacted = True
-            if self._compaction(shape.qualified):
+            if self._compaction(name):
                 sorted_now = True
                 table.optimize.z_order(
-                    [shape.key[0]],
+                    [first_key],
                     target_size=self.policy.target_file_bytes,
                     commit_properties=properties,
                 )
@@ -115,26 +133,21 @@ class Maintenance:
                     target_size=self.policy.target_file_bytes, commit_properties=properties
                 )
         removed: list[str] = []
-        if self._vacuum_due(shape.qualified):
+        if self._vacuum_due(name):
             removed = table.vacuum(
                 retention_hours=self.policy.retention_hours,
                 dry_run=False,
                 enforce_retention_duration=False,
                 full=True,
             )
-            self._vacuumed[shape.qualified] = time.monotonic()
+            self._vacuumed[name] = time.monotonic()
         report = MaintenanceReport(
-            shape.qualified,
-            len(sizes),
-            len(table.file_uris()),
-            compacted,
-            sorted_now,
-            tuple(removed),
+            name, len(sizes), len(table.file_uris()), compacted, sorted_now, tuple(removed)
         )
         if compacted or removed:
             logger.info(
                 "delta table %s: %d files -> %d (sorted: %s), %d unreferenced files removed",
-                shape.qualified,
+                name,
                 report.files_before,
                 report.files_after,
                 sorted_now,
@@ -145,14 +158,43 @@ class Maintenance:
     # -- Iceberg ---------------------------------------------------------------------
 
     def maintain_iceberg(self, tables: IcebergTables, shape: TableShape) -> MaintenanceReport:
-        table = tables.table(shape)
+        return self._maintain_iceberg(
+            lambda: tables.table(shape),
+            lambda: tables.last_commit(shape),
+            shape.qualified,
+            shape.key[0],
+            tables.location(shape),
+        )
+
+    def maintain_iceberg_history(
+        self, history: IcebergHistory, shape: TableShape
+    ) -> MaintenanceReport:
+        """Maintain the table's SCD2 history (``<table>~history``) as a table of its own: its
+        record is its current snapshot's (its counter), so compaction's snapshot carries it."""
+        return self._maintain_iceberg(
+            lambda: history.table(shape),
+            lambda: history.last_commit(shape),
+            history.where(shape),
+            shape.key[0],
+            history.location(shape),
+        )
+
+    def _maintain_iceberg(
+        self,
+        load: Callable[[], Table],
+        last_commit: Callable[[], CommitRecord | None],
+        name: str,
+        first_key: str,
+        location: str,
+    ) -> MaintenanceReport:
+        table = load()
         files = table.inspect.files()
         sizes = files.column("file_size_in_bytes").to_pylist()
         small = sum(1 for size in sizes if size < self.policy.small_file_bytes)
         compacted = False
         if small > self.policy.max_small_files:
             compacted = True
-            record = tables.last_commit(shape)
+            record = last_commit()
             tasks = [
                 task
                 for task in _iceberg_files.plan(table, AlwaysTrue())
@@ -162,20 +204,22 @@ class Maintenance:
                 change = _iceberg_files.FileChange(transaction, table)
                 rows = _iceberg_files.read(transaction, table, tasks)
                 change.remove(task.file for task in tasks)
-                change.write(rows.sort_by([(shape.key[0], "ascending")]))
+                change.write(rows.sort_by([(first_key, "ascending")]))
                 _iceberg_files.replace(change, record.to_properties() if record else {})
-            table = tables.table(shape)
+            table = load()
         removed: tuple[str, ...] = ()
-        if self._vacuum_due(shape.qualified):
-            removed = self._vacuum_iceberg(tables, shape)
-            self._vacuumed[shape.qualified] = time.monotonic()
-            table = tables.table(shape)
+        if self._vacuum_due(name):
+            removed = self._vacuum_iceberg(load, name, location)
+            self._vacuumed[name] = time.monotonic()
+            table = load()
         after = table.inspect.files().num_rows
-        return MaintenanceReport(shape.qualified, len(sizes), after, compacted, False, removed)
+        return MaintenanceReport(name, len(sizes), after, compacted, False, removed)
 
-    def _vacuum_iceberg(self, tables: IcebergTables, shape: TableShape) -> tuple[str, ...]:
+    def _vacuum_iceberg(
+        self, load: Callable[[], Table], name: str, location: str
+    ) -> tuple[str, ...]:
         horizon = datetime.now(timezone.utc) - timedelta(hours=self.policy.retention_hours)
-        table = tables.table(shape)
+        table = load()
         current = table.current_snapshot()
         old = [
             snapshot.snapshot_id
@@ -185,19 +229,19 @@ class Maintenance:
         ]
         if old:
             table.maintenance.expire_snapshots().by_ids(old).commit()
-        return remove_orphan_data_files(tables, shape, horizon)
+        return remove_orphan_data_files(load(), location, name, horizon)
 
 
 def remove_orphan_data_files(
-    tables: IcebergTables, shape: TableShape, older_than: datetime
+    table: Table, location: str, name: str, older_than: datetime
 ) -> tuple[str, ...]:
-    """Remove data files under the table's ``data/`` that no snapshot references."""
-    table = tables.table(shape)
+    """Remove data files under the table's ``data/`` (at ``location``) that no snapshot
+    references."""
     referenced = {
         path.removeprefix("file://")
         for path in table.inspect.all_files().column("file_path").to_pylist()
     }
-    directory = Path(tables.location(shape).removeprefix("file://")) / "data"
+    directory = Path(location.removeprefix("file://")) / "data"
     if not directory.is_dir():
         return ()
     cutoff = older_than.timestamp()
@@ -207,5 +251,5 @@ def remove_orphan_data_files(
             path.unlink()
             removed.append(str(path))
     if removed:
-        logger.info("iceberg table %s: removed %d orphan data files", shape.qualified, len(removed))
+        logger.info("iceberg table %s: removed %d orphan data files", name, len(removed))
     return tuple(removed)

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pgshovel.abc import HistoryStore
 from pgshovel.errors import ConfigurationError, SchemaError
 from pgshovel.replication.tables._effect import TXID, CommitRecord, NetEffect
 from pgshovel.replication.tables._evolution import Evolution
+from pgshovel.replication.tables._maintenance import Maintenance
 from pgshovel.replication.tables._versions import (
     chunk_effect,
     history_schema,
@@ -37,6 +38,7 @@ from pgshovel.replication.tables._versions import (
     load_versions,
 )
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
+from pgshovel.replication.targets._tablefmt_upkeep import maintain_committed
 from pgshovel.source import TableShape
 from pgshovel.stream.state import WorkerState
 
@@ -189,6 +191,18 @@ class HistoryTarget(TableFormatTarget):
 
     def _history_store(self, tables: Any) -> HistoryStore:
         raise NotImplementedError
+
+    def _maintain_history(self, maintenance: Maintenance, shape: TableShape) -> Any:
+        """Maintain the table's history (the format's ``Maintenance.maintain_*_history``)."""
+        raise NotImplementedError
+
+    def _upkeep(self, shapes: Sequence[TableShape]) -> None:
+        super()._upkeep(shapes)
+        histories = self._histories
+        if self.maintenance is None or histories is None:
+            return
+        kept = [shape for shape in shapes if histories.kept(shape)]
+        maintain_committed(self.maintenance, self._maintain_history, kept, "~history")
 
     def _keep_histories(self, tables: Any) -> None:
         store = self._history_store(tables) if self.history else None

@@ -5,9 +5,11 @@ in the thread that commits (so never concurrently with a MERGE), each of those
 tables is maintained by the library's ``Maintenance``: compacted once it holds
 more than ``max_small_files`` small files (their count stays bounded during a
 long stream), sorted by its first key every 8th compaction, vacuumed hourly
-keeping a week of history for time travel. Maintenance commits change no row
-and carry the last commit's record, so the position and time travel stay as
-they were; a failure only postpones the table's upkeep to the next commit.
+keeping a week of history for time travel; a kept SCD2 history
+(``<table>~history``) is maintained the same way right after its table.
+Maintenance commits change no row and carry the last commit's record (a
+history's: its own), so the position, a history's counter and time travel stay
+as they were; a failure only postpones the table's upkeep to the next commit.
 """
 
 from __future__ import annotations
@@ -37,19 +39,21 @@ def maintain_committed(
     maintenance: Maintenance,
     maintain: Callable[[Maintenance, TableShape], MaintenanceReport],
     shapes: Sequence[TableShape],
+    suffix: str = "",
 ) -> None:
-    """Maintain the tables a commit just touched, each on its own."""
+    """Maintain the tables a commit just touched (``suffix`` "~history": their histories),
+    each on its own."""
     for shape in shapes:
         try:
             report = maintain(maintenance, shape)
         except Exception as error:  # compaction is tried again after the next commit
-            logger.warning("maintenance of %s.%s postponed: %s", shape.schema, shape.name, error)
+            logger.warning("maintenance of %s%s postponed: %s", shape.qualified, suffix, error)
             continue
         if report.compacted or report.removed:
             logger.info(
-                "maintained %s.%s: %d -> %d file(s)%s",
-                shape.schema,
-                shape.name,
+                "maintained %s%s: %d -> %d file(s)%s",
+                shape.qualified,
+                suffix,
                 report.files_before,
                 report.files_after,
                 ", sorted" if report.sorted else "",

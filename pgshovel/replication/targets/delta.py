@@ -73,6 +73,9 @@ class DeltaTarget(HistoryTarget):
     def _maintain(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
         return maintenance.maintain_delta(self.tables, shape)
 
+    def _maintain_history(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
+        return maintenance.maintain_delta_history(DeltaHistory(self.tables), shape)
+
     def _reset_table(self, shape: TableShape) -> None:
         self.tables.forget(shape)
         shutil.rmtree(self.tables.path(shape), ignore_errors=True)

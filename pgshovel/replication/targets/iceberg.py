@@ -80,6 +80,9 @@ class IcebergTarget(HistoryTarget):
     def _maintain(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
         return maintenance.maintain_iceberg(self.tables, shape)
 
+    def _maintain_history(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
+        return maintenance.maintain_iceberg_history(IcebergHistory(self.tables), shape)
+
     def _reset_table(self, shape: TableShape) -> None:
         tables: IcebergTables = self.tables
         if tables.exists(shape):

@@ -290,3 +290,66 @@ def test_a_chunk_opens_versions_only_for_the_rows_it_changes_or_removes(
     ]
     assert rows(made, T) == [(1, "v1"), (2, "v2"), (3, "source3"), (5, "v5")]
     made.close()
+
+
+def history_files(made: HistoryTarget, shape: TableShape) -> int:
+    assert made._histories is not None
+    table = made._histories.store.table(shape)  # type: ignore[attr-defined]
+    if isinstance(made, DeltaTarget):
+        return len(table.file_uris())
+    return int(table.inspect.files().num_rows)
+
+
+@KINDS
+def test_upkeep_keeps_the_files_of_a_long_history_bounded(kind: str, tmp_path: Path) -> None:
+    """With the history kept, the upkeep after each commit compacts the history too: its files
+    stay bounded, no version changes, and its counter (what recovery reads) stays the table's,
+    so a crash between the table and its history after compactions is still recovered once."""
+    counts, kept = {}, {}
+    for maintained in (True, False):
+        root = tmp_path / str(maintained)
+        made: HistoryTarget
+        if kind == "delta":
+            made = DeltaTarget(str(root), history=True, maintenance=maintained, max_small_files=3)
+        else:
+            made = IcebergTarget(str(root), history=True, maintenance=maintained, max_small_files=3)
+        assert made.open("c", "s") is None
+        snapshot = WorkerState("snapshot", "100:100:", after(0), (T, U))
+        made.begin_snapshot(snapshot)
+        made.finish_snapshot(snapshot.replace(phase="streaming"))
+        tables: Any = (T, U)
+        for number in range(1, 13):
+            insert = mutation("t", Op.INSERT, new=number, a="x")
+            tables = apply(made, number, tables, tx(10 + number, insert))
+        counts[maintained] = history_files(made, T)
+        kept[maintained] = versions(made, T)
+        assert made._histories is not None
+        assert made._histories.counter(T) == made.tables.counter(T) == made.counter(T) == 13
+        if not maintained:
+            made.close()
+            continue
+        histories = made._histories
+        commit = histories.commit
+
+        def crash(*args: Any) -> Any:
+            raise KeyboardInterrupt("killed after the table's commit")
+
+        histories.commit = crash  # type: ignore[method-assign,assignment]
+        with pytest.raises(KeyboardInterrupt):
+            apply(made, 13, tables, tx(30, mutation("t", Op.UPDATE, old=1, new=1, a="13")))
+        histories.commit = commit  # type: ignore[method-assign]
+        made.close()
+        for _ in range(2):  # recovered once, and nothing left to recover the second time
+            reopened = make(kind, root)
+            stored = reopened.open("c", "s")
+            assert stored is not None and stored.position == after(13)
+            assert reopened.counter(T) == 14
+            assert [row for row in versions(reopened, T) if row[0] == 1][-2:] == [
+                (1, "x", 11, 30),
+                (1, "13", 30, None),
+            ]
+            assert len(versions(reopened, T)) == len(kept[True]) + 1
+            reopened.close()
+    assert kept[True] == kept[False], "compaction changes no version"
+    assert counts[False] >= 12, counts  # a file per micro-batch without upkeep
+    assert counts[True] <= 3 + 1, counts  # at most max_small_files small ones, plus the compacted
