@@ -7,14 +7,19 @@ plans them (helpers of ``test_table_targets``).
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pgshovel.errors import ConfigurationError, SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.config import parse_configuration
+from pgshovel.replication.tables._maintenance import Maintenance, MaintenancePolicy
 from pgshovel.replication.tables._versions import END_TXID, START_TXID
 from pgshovel.replication.targets._tablefmt_history import HistoryTarget
 from pgshovel.replication.targets.delta import DeltaTarget
@@ -321,10 +326,11 @@ def test_upkeep_keeps_the_files_of_a_long_history_bounded(kind: str, tmp_path: P
         for number in range(1, 13):
             insert = mutation("t", Op.INSERT, new=number, a="x")
             tables = apply(made, number, tables, tx(10 + number, insert))
+            assert made._histories is not None  # after each commit, compactions included:
+            assert made._histories.counter(T) == made.tables.counter(T) == number + 1
         counts[maintained] = history_files(made, T)
         kept[maintained] = versions(made, T)
         assert made._histories is not None
-        assert made._histories.counter(T) == made.tables.counter(T) == made.counter(T) == 13
         if not maintained:
             made.close()
             continue
@@ -353,3 +359,43 @@ def test_upkeep_keeps_the_files_of_a_long_history_bounded(kind: str, tmp_path: P
     assert kept[True] == kept[False], "compaction changes no version"
     assert counts[False] >= 12, counts  # a file per micro-batch without upkeep
     assert counts[True] <= 3 + 1, counts  # at most max_small_files small ones, plus the compacted
+
+
+@KINDS
+def test_history_upkeep_sorts_and_vacuums_on_the_tables_schedule(kind: str, tmp_path: Path) -> None:
+    """The history's upkeep sorts (Delta) and vacuums (Iceberg: expires snapshots, removes an
+    orphan data file in the history's own directory) and keeps its versions and counter."""
+    made = target(kind, tmp_path)
+    made.maintenance = Maintenance(
+        MaintenancePolicy(max_small_files=1, sort_every=1, vacuum_every=0.0, retention_hours=0)
+    )
+    histories = made._histories
+    assert histories is not None
+    tables: Any = (T, U)
+    for number in range(1, 4):
+        insert = mutation("t", Op.INSERT, new=10 - number, a="x")
+        tables = apply(made, number, tables, tx(10 + number, insert))
+    stray = None
+    if kind == "iceberg":
+        store: Any = histories.store
+        data = Path(store.location(T)) / "data"
+        stray = data / "00000-0-crashed.parquet"
+        pq.write_table(pa.table({"id": [2]}), stray)
+        hour_ago = time.time() - 3600
+        os.utime(stray, (hour_ago, hour_ago))
+    apply(made, 4, tables, tx(20, mutation("t", Op.UPDATE, old=9, new=9, a="y")))
+    assert histories.counter(T) == made.counter(T) == 5
+    assert versions(made, T) == [
+        (7, "x", 13, None),
+        (8, "x", 12, None),
+        (9, "x", 11, 20),
+        (9, "y", 20, None),
+    ]
+    table = histories.store.table(T)  # type: ignore[attr-defined]
+    if stray is not None:
+        assert not stray.exists(), "the history's orphan data file is removed"
+        assert len(table.snapshots()) == 1, "older snapshots expired"
+    else:
+        assert any(entry.get("operation") == "OPTIMIZE" for entry in table.history())
+        assert history_files(made, T) == 1
+    made.close()
