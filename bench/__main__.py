@@ -34,6 +34,7 @@ from bench import (
     memory,
     relay,
     snapshot,
+    table_formats,
     table_snapshot,
     verify,
 )
@@ -55,6 +56,7 @@ GROUPS = (
     "verify",
     "apply",
     "memory",
+    "table_formats",
 )
 
 
@@ -163,6 +165,10 @@ class Suite:
             "memory": (
                 lambda: memory.figures(memory.measure(sb, s, wd), s),
                 lambda: memory.figures(memory.MemoryRuns(), s),
+            ),
+            "table_formats": (
+                lambda: table_formats.figures(table_formats.measure(sb, s, wd), s),
+                lambda: table_formats.figures(table_formats.TableFormatRuns(), s),
             ),
         }
         try:

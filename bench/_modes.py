@@ -32,6 +32,18 @@ class Settings:
     memory_rows: int
     #: rows of the table the table_snapshot group snapshots into a table topic
     table_snapshot_rows: int
+    #: rows of the table the table_formats group applies to (and 100 times as many)
+    tf_rows: int = 10_000
+    #: mutations per micro-batch of the table_formats stream
+    tf_changes: int = 3_000
+    #: micro-batches per table_formats run (the figure is their median)
+    tf_batches: int = 8
+    #: alternating rounds of the table_formats variants
+    tf_rounds: int = 3
+    #: seconds of each table format's stream with maintenance on
+    tf_upkeep_seconds: float = 600.0
+    #: max_small_files of that stream's targets
+    tf_max_small_files: int = 16
 
 
 MODES: dict[str, Settings] = {
@@ -66,6 +78,12 @@ MODES: dict[str, Settings] = {
         apply_mutations=10_000,
         memory_rows=30_000,
         table_snapshot_rows=30_000,
+        tf_rows=2_000,
+        tf_changes=300,
+        tf_batches=5,
+        tf_rounds=1,
+        tf_upkeep_seconds=10.0,
+        tf_max_small_files=4,
     ),
 }
 
