@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr
     )
-    for noisy in ("pgshovel", "kazoo", "py4j"):
+    for noisy in ("pgshovel", "kazoo", "py4j", "pyiceberg"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger(_stack.KAFKA_LOG.name).setLevel(logging.ERROR)
     bench = settings(options.mode)

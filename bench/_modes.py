@@ -2,7 +2,9 @@
 
 Both modes run the same code with at least three alternating rounds; quick
 mode only shrinks data sizes and run lengths so the whole suite, sandbox
-included, stays under three minutes. ``durable_seconds`` is the length of the
+included, stays under three minutes. ``smoke`` is for the bench's own test:
+one round of tiny sizes, every figure still measured (its numbers mean
+nothing). ``durable_seconds`` is the length of the
 capture group's pgbench runs with durable commits (shorter than the others in
 full mode, which keeps that group under 25 minutes).
 """
@@ -83,6 +85,28 @@ MODES: dict[str, Settings] = {
         tf_batches=5,
         tf_rounds=1,
         tf_upkeep_seconds=10.0,
+        tf_max_small_files=4,
+    ),
+    "smoke": Settings(
+        mode="smoke",
+        rounds=1,
+        pgbench_scale=1,
+        pgbench_clients=2,
+        pgbench_seconds=1,
+        durable_seconds=1,
+        relay_events=2_000,
+        latency_rate=200,
+        latency_warmup=0.5,
+        latency_seconds=1,
+        snapshot_rows=2_000,
+        apply_mutations=2_000,
+        memory_rows=2_000,
+        table_snapshot_rows=2_000,
+        tf_rows=200,
+        tf_changes=60,
+        tf_batches=3,
+        tf_rounds=1,
+        tf_upkeep_seconds=3.0,
         tf_max_small_files=4,
     ),
 }

@@ -119,7 +119,8 @@ def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Ta
         runs.seconds.setdefault(kind, {}).setdefault(size, []).append(median)
         runs.peak_mib.setdefault(kind, {}).setdefault(size, []).append(result["peak_mib"])
         if size == "small":
-            rate = result["mutations"] / sum(result["seconds"])
+            # Every micro-batch holds as many mutations: the median one's rate, as for time.
+            rate = result["mutations"] / len(result["seconds"]) / median
             runs.rates.setdefault(kind, []).append(rate)
         logger.info(
             "table_formats round %d %s, %d rows: %.3f s/micro-batch, peak %.0f MiB",
