@@ -26,7 +26,7 @@ from pgshovel.source import Column, KeyRange, TableShape, cast_is_exact
 from pgshovel.stream.batches import CommittedBatch
 from pgshovel.stream.plan import MicroBatchPlan, plan_micro_batch
 from pgshovel.stream.position import PartitionCursor, StreamPosition
-from pgshovel.stream.state import WorkerState
+from pgshovel.stream.state import Phase, WorkerState
 
 SHAPE = TableShape(
     "public",
@@ -53,7 +53,7 @@ def position(offset: int) -> StreamPosition:
     return StreamPosition((PartitionCursor(offset + 1, b"p" * 16, 0, 1),), ())
 
 
-def state(phase: str, offset: int) -> WorkerState:
+def state(phase: Phase, offset: int) -> WorkerState:
     return WorkerState(phase, SNAPSHOT, position(offset), (SHAPE,), horizon="120:121:")
 
 
