@@ -101,6 +101,7 @@ class _Committer:
         if not self.target.tables.exists(table.shape):
             self.target.tables.create(table.shape)
         result: CommitResult = self.target.tables.commit(effect, record, evolution, table.defaults)
+        self.target._commit_history(effect, record, before, evolution)
         return result
 
 
@@ -133,6 +134,8 @@ class TableFormatTarget:
         self._counter = 0
         self._state: WorkerState | None = None
         self._builder: EffectBuilder | None = None
+        #: the stored state was a load that stopped (a new load replaces that one's history)
+        self._resumed_load = False
 
     # -- what each format provides ----------------------------------------------------
 
@@ -164,7 +167,16 @@ class TableFormatTarget:
             if self.tables.exists(shape) and (self.counter(shape) or 0) < counter:
                 self._drop_table(shape)
 
+    def _commit_history(
+        self, effect: NetEffect, record: Any, before: TableShape | None, evolution: Any
+    ) -> None:
+        """Commit the table's history right after the table (``history``; none by default)."""
+
+    def _load_history(self, shape: TableShape, record: Any) -> None:
+        """Open the loaded rows' versions in the table's history (none by default)."""
+
     def counter(self, shape: TableShape) -> int | None:
+        """The micro-batch the table holds last (and its history, if it keeps one)."""
         counter: int | None = self.tables.counter(shape)
         return counter
 
@@ -193,6 +205,7 @@ class TableFormatTarget:
             self._counter, self._state = 0, None
             return None
         self._counter, self._state = stored
+        self._resumed_load = self._state.phase == "snapshot"
         if self._state.phase == "streaming":
             self._state = self._recover(self._counter, self._state)
         return self._state
@@ -218,8 +231,8 @@ class TableFormatTarget:
         shapes = {shape.identity: shape for shape in pending.state.tables}
         shapes.update({identity: table.shape for identity, table in pending.tables.items()})
         self._drop_tables(pending.dropped, latest.counter)
-        recovery = _intents.recover(self.tables, self.log, self._existing(shapes.values()))
-        committer = _Committer(self, pending)
+        committer = _Committer(self, pending)  # counts a table with its history
+        recovery = _intents.recover(committer, self.log, self._existing(shapes.values()))
         for identity in recovery.behind:
             committer.commit(_net_effect(pending.tables[identity]), latest.record)
         if recovery.position != json.dumps(pending.state.position.to_document(), sort_keys=True):
@@ -351,6 +364,7 @@ class TableFormatTarget:
                 for entry in json.loads(manifest.read_text(encoding="utf-8"))
             ]
             self._commit_snapshot(shape, written, intent.record)
+            self._load_history(shape, intent.record)
             logger.info(
                 "%s target: %s loaded from %d files", self.kind, shape.qualified, len(written)
             )
