@@ -33,6 +33,7 @@ from bench import (
     latency,
     memory,
     relay,
+    scaling,
     snapshot,
     table_formats,
     table_snapshot,
@@ -55,6 +56,7 @@ GROUPS = (
     "snapshot",
     "verify",
     "apply",
+    "scaling",
     "memory",
     "table_formats",
 )
@@ -161,6 +163,10 @@ class Suite:
             "apply": (
                 lambda: apply.figures(apply.measure(sb, s, wd, self.profile), s),
                 lambda: apply.figures(apply.ApplyRuns(), s),
+            ),
+            "scaling": (
+                lambda: scaling.figures(scaling.measure(sb, s, wd), s),
+                lambda: scaling.figures(scaling.ScalingRuns(), s),
             ),
             "memory": (
                 lambda: memory.figures(memory.measure(sb, s, wd), s),
