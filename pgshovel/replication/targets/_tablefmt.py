@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, SnapshotSink
 from pgshovel.errors import ProgrammingError, RecoveryNeeded
 from pgshovel.protocol import stream_pb2
+from pgshovel.replication.staging import tablefmt as _staging
 from pgshovel.replication.tables import _intents
 from pgshovel.replication.tables._delta import CommitResult
 from pgshovel.replication.tables._effect import NetEffect, effect_schema
@@ -200,6 +201,7 @@ class TableFormatTarget:
         self._lock = _files.lock_directory(self.files.directory)
         self.tables = self._make_tables(f"pgshovel:{cluster}:{set_name}")
         self._log = _intents.IntentLog(self.files.intents)
+        _staging.remove_leftovers(self.kind, self.files.staging)  # a crash's staged files
         stored = self.files.read_state()
         if stored is None:
             self._counter, self._state = 0, None
@@ -318,6 +320,24 @@ class TableFormatTarget:
         self.files.drop_pending()
         self._counter, self._state = counter, state
         self._upkeep([table.shape for table in tables.values()])
+
+    # -- the staged path (docs/scale-out.md, ``staging.tablefmt``) --------------------
+
+    def stage_sink(self, micro_batch: str) -> tuple[_staging.TableStageSink, str]:
+        """Where the staged path's Spark tasks stage ``micro_batch``, and its name."""
+        directory = _staging.micro_batch_directory(self.files.staging, micro_batch)
+        _files.remove(directory)
+        return _staging.TableStageSink(str(directory)), micro_batch
+
+    def commit_stages(
+        self, micro_batch: str, stages: Sequence[_staging.FileStage], state: WorkerState
+    ) -> int:
+        """Commit the stages the driver got back as a driver-applied micro-batch is committed
+        (written ahead, intent, a commit per table, ``state``); remove its directory."""
+        tables, batches = _staging.pending_tables(state.tables, stages)
+        self._commit(tables, state, batches)
+        _files.remove(_staging.micro_batch_directory(self.files.staging, micro_batch))
+        return sum(table.rows.num_rows for table in tables.values())
 
     def _upkeep(self, shapes: Sequence[TableShape]) -> None:
         if self.maintenance is not None:
