@@ -42,9 +42,17 @@ class ScalingRuns:
     rates: dict[str, list[float]] = field(default_factory=dict)
     #: master -> CPU microseconds per mutation (worker and its JVM) of each run
     cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    #: why nothing was measured (empty: measured)
+    note: str = ""
+
+
+#: quick and smoke runs leave the group out: two Spark sessions cost more than CI's bench budget
+FULL_ONLY_NOTE = "full mode only (two Spark sessions): make bench"
 
 
 def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> ScalingRuns:
+    if settings.mode != "full":
+        return ScalingRuns(note=FULL_ONLY_NOTE)
     stream = apply.produce_stream(sandbox, settings, workdir)
     tables = read_table_shapes(_stack.set_configuration(stream.source, [_schema.ORDERS]))
     runs = ScalingRuns(mutations=stream.mutations)
@@ -80,6 +88,7 @@ def figures(runs: ScalingRuns, settings: Settings) -> list[Figure]:
             baseline=runs.rates.get(one, []),
             baseline_title=f"Spark {one}, same stream",
             details=details,
+            note=runs.note,
         ),
         Figure(
             key="scaling.cores_cpu",
@@ -89,6 +98,7 @@ def figures(runs: ScalingRuns, settings: Settings) -> list[Figure]:
             baseline=runs.cpu_us.get(one, []),
             baseline_title=f"Spark {one}, same stream",
             details=details,
+            note=runs.note,
         ),
         Figure(
             key="scaling.partitions",
