@@ -33,7 +33,9 @@ from bench import (
     latency,
     memory,
     relay,
+    scaling,
     snapshot,
+    table_formats,
     table_snapshot,
     verify,
 )
@@ -54,7 +56,9 @@ GROUPS = (
     "snapshot",
     "verify",
     "apply",
+    "scaling",
     "memory",
+    "table_formats",
 )
 
 
@@ -160,9 +164,17 @@ class Suite:
                 lambda: apply.figures(apply.measure(sb, s, wd, self.profile), s),
                 lambda: apply.figures(apply.ApplyRuns(), s),
             ),
+            "scaling": (
+                lambda: scaling.figures(scaling.measure(sb, s, wd), s),
+                lambda: scaling.figures(scaling.ScalingRuns(), s),
+            ),
             "memory": (
                 lambda: memory.figures(memory.measure(sb, s, wd), s),
                 lambda: memory.figures(memory.MemoryRuns(), s),
+            ),
+            "table_formats": (
+                lambda: table_formats.figures(table_formats.measure(sb, s, wd), s),
+                lambda: table_formats.figures(table_formats.TableFormatRuns(), s),
             ),
         }
         try:
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr
     )
-    for noisy in ("pgshovel", "kazoo", "py4j"):
+    for noisy in ("pgshovel", "kazoo", "py4j", "pyiceberg"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger(_stack.KAFKA_LOG.name).setLevel(logging.ERROR)
     bench = settings(options.mode)

@@ -2,7 +2,9 @@
 
 Both modes run the same code with at least three alternating rounds; quick
 mode only shrinks data sizes and run lengths so the whole suite, sandbox
-included, stays under three minutes. ``durable_seconds`` is the length of the
+included, stays under three minutes. ``smoke`` is for the bench's own test:
+one round of tiny sizes, every figure still measured (its numbers mean
+nothing). ``durable_seconds`` is the length of the
 capture group's pgbench runs with durable commits (shorter than the others in
 full mode, which keeps that group under 25 minutes).
 """
@@ -32,6 +34,18 @@ class Settings:
     memory_rows: int
     #: rows of the table the table_snapshot group snapshots into a table topic
     table_snapshot_rows: int
+    #: rows of the table the table_formats group applies to (and 100 times as many)
+    tf_rows: int = 10_000
+    #: mutations per micro-batch of the table_formats stream
+    tf_changes: int = 3_000
+    #: micro-batches per table_formats run (the figure is their median)
+    tf_batches: int = 8
+    #: alternating rounds of the table_formats variants
+    tf_rounds: int = 3
+    #: seconds of each table format's stream with maintenance on
+    tf_upkeep_seconds: float = 600.0
+    #: max_small_files of that stream's targets
+    tf_max_small_files: int = 16
 
 
 MODES: dict[str, Settings] = {
@@ -66,6 +80,34 @@ MODES: dict[str, Settings] = {
         apply_mutations=10_000,
         memory_rows=30_000,
         table_snapshot_rows=30_000,
+        tf_rows=2_000,
+        tf_changes=300,
+        tf_batches=5,
+        tf_rounds=1,
+        tf_upkeep_seconds=10.0,
+        tf_max_small_files=4,
+    ),
+    "smoke": Settings(
+        mode="smoke",
+        rounds=1,
+        pgbench_scale=1,
+        pgbench_clients=2,
+        pgbench_seconds=1,
+        durable_seconds=1,
+        relay_events=2_000,
+        latency_rate=200,
+        latency_warmup=0.5,
+        latency_seconds=1,
+        snapshot_rows=2_000,
+        apply_mutations=2_000,
+        memory_rows=2_000,
+        table_snapshot_rows=2_000,
+        tf_rows=200,
+        tf_changes=60,
+        tf_batches=3,
+        tf_rounds=1,
+        tf_upkeep_seconds=3.0,
+        tf_max_small_files=4,
     ),
 }
 

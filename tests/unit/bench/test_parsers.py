@@ -77,4 +77,6 @@ def test_quick_mode_is_smaller_but_still_alternates_three_times() -> None:
     assert full.pgbench_clients == 4
     with pytest.raises(ValueError, match="BENCH=quick"):
         settings("fast")
-    assert set(MODES) == {"full", "quick"}
+    assert set(MODES) == {"full", "quick", "smoke"}
+    assert (full.tf_rows, full.tf_upkeep_seconds) == (10_000, 600.0)
+    assert quick.tf_rows < full.tf_rows and quick.tf_upkeep_seconds < full.tf_upkeep_seconds
