@@ -10,9 +10,12 @@ leaves it to the driver path unchanged. Staged: one Spark task per run of a
 partition's messages (cut at batch boundaries, about ``TASK_ROWS`` row changes
 each) reads exactly the messages the driver validated (offset, publisher,
 sequence, batch: ``staging.task``), reduces them to the net effect per key and
-stages it in the target under its attempt's own names; the driver then commits
-the micro-batch and the worker's state in one target transaction and drops the
-micro-batch's staging tables. Nothing of it is visible before that commit.
+stages it in the target under its attempt's own names (PostgreSQL: unlogged
+tables, ``staging.postgres``; Delta and Iceberg: Parquet files,
+``staging.tablefmt``); the driver then commits the micro-batch with the
+worker's state through the target (PostgreSQL: one transaction; the table
+formats: their micro-batch commit) and drops the micro-batch's stages. Nothing
+of it is visible before that commit.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import Any
 
 from pgshovel import errors
 from pgshovel.errors import DataError, PgshovelError, TransientError
-from pgshovel.replication.staging.postgres import Stage
 from pgshovel.replication.staging.reduce import shape_matches
 from pgshovel.replication.staging.task import StageTask, Take, run_stage_task
 from pgshovel.stream.batches import CommittedBatch, RowMutations, RowsMessage
@@ -166,7 +168,7 @@ class Stager:
             for number, (partition, takes) in enumerate(runs)
         ]
         started = time.monotonic()
-        stages: list[Stage] = []
+        stages: list[Any] = []
         if tasks:
             context = self.spark.sparkContext
             try:
@@ -180,7 +182,7 @@ class Stager:
         self.staged += 1
         self.tasks += len(tasks)
         logger.info(
-            "staged micro-batch %s: %d batch(es) in %d task(s), %d staging table(s) in %.3fs, "
+            "staged micro-batch %s: %d batch(es) in %d task(s), %d stage(s) in %.3fs, "
             "committed once in %.3fs",
             micro_batch,
             len(batches),

@@ -403,7 +403,14 @@ class Worker:
             # kept, which never stage.
             handoff_active = handoff.active
             metrics.read(batches)
-            if stager.eligible(batches, state, handoff_active or bool(parts)):
+            staged = stager.eligible(batches, state, handoff_active or bool(parts))
+            logger.debug(
+                "micro-batch of %d batch(es) up to %s: %s path",
+                len(batches),
+                batches[-1].position.describe() if batches else "-",
+                "staged" if staged else "driver",
+            )
+            if staged:
                 state = committed = self._apply_staged(
                     stager, batches, state, started, micro_batch.lag, snapshots, desk, board
                 )

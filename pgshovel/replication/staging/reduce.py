@@ -51,6 +51,17 @@ class StagedTable:
     truncated: Place | None = None
     #: row changes read
     changes: int = 0
+    #: kept only when asked (``reduce_messages(details=True)``, the table formats' stages):
+    #: keyed tables' key -> (source txid, timestamp, provenance index + 1 into ``provenances``)
+    #: of the change that decided the key's row (a deleted key's: the deleting change's txid
+    #: and timestamp, no provenance)
+    details: dict[tuple[str, ...], tuple[int, int, int]] = field(default_factory=dict)
+    #: the provenances ``details`` index (serialized ``Provenance`` messages)
+    provenances: list[bytes] = field(default_factory=list)
+    #: the last TRUNCATE's source txid and timestamp, when ``details`` are kept
+    truncated_by: tuple[int, int] | None = None
+    #: batch ordinal -> PgQ batch id of the task's batches (set by the task with ``details``)
+    batch_ids: dict[int, int] = field(default_factory=dict)
 
     def deleted_line(self, key: tuple[str, ...]) -> str:
         fields = [_NULL] * len(self.shape.columns)
@@ -97,12 +108,16 @@ def _table_of(
 def reduce_messages(
     messages: Iterable[tuple[int, stream_pb2.MutationBatch]],
     shapes: Mapping[tuple[str, str], TableShape],
+    details: bool = False,
 ) -> dict[tuple[str, str], StagedTable]:
     """Fold ``(batch ordinal, message)`` pairs, in stream order, into each table's net
-    effect; ``shapes`` are the copy's tables as of the micro-batch's start."""
+    effect; ``shapes`` are the copy's tables as of the micro-batch's start; ``details``: keep
+    each keyed row's source transaction, timestamp and provenance too."""
     staged: dict[tuple[str, str], StagedTable] = {}
     for ordinal, message in messages:
         tables = [_table_of(entry, shapes, staged) for entry in message.tables]
+        if details:
+            _keep_details(message, tables)
         for change in message.changes:
             table = tables[change.table]
             table.changes += 1
@@ -142,3 +157,51 @@ def reduce_messages(
                 rows.pop(old_key, None)
                 rows[old_key] = (place, True, "")
     return staged
+
+
+def _keep_details(message: stream_pb2.MutationBatch, tables: list[StagedTable]) -> None:
+    """Record, per keyed row a change of ``message`` leaves, its transaction, timestamp and
+    provenance (a pass of its own: the reduction above stays as the PostgreSQL stage has it);
+    a deleted key the deleting change's transaction and timestamp. A later change of the same
+    key replaces the earlier's."""
+    provenances: dict[int, dict[int, int]] = {}
+    for change in message.changes:
+        table = tables[change.table]
+        positions = table.shape.key_positions
+        if not positions:
+            continue
+        operation = change.operation
+        if operation == _TRUNCATE:
+            table.details.clear()
+            table.truncated_by = (change.transaction, change.timestamp)
+            continue
+        if operation not in _OPERATIONS:
+            continue
+        if operation != _INSERT:
+            # A deleted key (or a key an UPDATE moved away from) keeps the deleting change's
+            # transaction and time: a history closes the key's version with them.
+            old = change.old.decode().split("\t")
+            table.details[tuple([old[position] for position in positions])] = (
+                change.transaction,
+                change.timestamp,
+                0,
+            )
+        if operation == _DELETE:
+            continue
+        fields = change.new.decode().split("\t")
+        key = tuple([fields[position] for position in positions])
+        index = 0
+        if change.provenance:
+            if change.provenance > len(message.provenances):
+                raise StreamError(
+                    f"row change {change.id!r} of {table.shape.qualified!r} names provenance "
+                    f"{change.provenance!r} of a message holding {len(message.provenances)!r}; "
+                    "the message is damaged"
+                )
+            mine = provenances.setdefault(id(table), {})
+            index = mine.get(change.provenance, 0)
+            if not index:
+                raw = message.provenances[change.provenance - 1].SerializeToString()
+                table.provenances.append(raw)
+                index = mine[change.provenance] = len(table.provenances)
+        table.details[key] = (change.transaction, change.timestamp, index)

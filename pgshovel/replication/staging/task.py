@@ -131,5 +131,10 @@ def run_stage_task(task: StageTask) -> list[Any]:
     except ImportError:  # pragma: no cover - outside Spark (tests call it directly)
         pass
     shapes = {shape.identity: shape for shape in task.shapes}
-    staged = reduce_messages(_read(task), shapes)
+    details = bool(getattr(task.sink, "details", False))
+    staged = reduce_messages(_read(task), shapes, details=details)
+    if details:
+        batch_ids = {take.ordinal: take.batch_id for take in task.takes}
+        for table in staged.values():
+            table.batch_ids = batch_ids
     return task.sink.stage(task.number, attempt, staged)

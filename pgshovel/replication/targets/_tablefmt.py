@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from pgshovel.abc import ChangedKeys, ChunkSink, Comparison, SnapshotSink
 from pgshovel.errors import ProgrammingError, RecoveryNeeded
 from pgshovel.protocol import stream_pb2
+from pgshovel.replication.staging import tablefmt as _staging
 from pgshovel.replication.tables import _intents
 from pgshovel.replication.tables._delta import CommitResult
 from pgshovel.replication.tables._effect import NetEffect, effect_schema
@@ -101,6 +102,7 @@ class _Committer:
         if not self.target.tables.exists(table.shape):
             self.target.tables.create(table.shape)
         result: CommitResult = self.target.tables.commit(effect, record, evolution, table.defaults)
+        self.target._commit_history(effect, record, before, evolution)
         return result
 
 
@@ -133,6 +135,8 @@ class TableFormatTarget:
         self._counter = 0
         self._state: WorkerState | None = None
         self._builder: EffectBuilder | None = None
+        #: the stored state was a load that stopped (a new load replaces that one's history)
+        self._resumed_load = False
 
     # -- what each format provides ----------------------------------------------------
 
@@ -164,7 +168,16 @@ class TableFormatTarget:
             if self.tables.exists(shape) and (self.counter(shape) or 0) < counter:
                 self._drop_table(shape)
 
+    def _commit_history(
+        self, effect: NetEffect, record: Any, before: TableShape | None, evolution: Any
+    ) -> None:
+        """Commit the table's history right after the table (``history``; none by default)."""
+
+    def _load_history(self, shape: TableShape, record: Any) -> None:
+        """Open the loaded rows' versions in the table's history (none by default)."""
+
     def counter(self, shape: TableShape) -> int | None:
+        """The micro-batch the table holds last (and its history, if it keeps one)."""
         counter: int | None = self.tables.counter(shape)
         return counter
 
@@ -188,11 +201,13 @@ class TableFormatTarget:
         self._lock = _files.lock_directory(self.files.directory)
         self.tables = self._make_tables(f"pgshovel:{cluster}:{set_name}")
         self._log = _intents.IntentLog(self.files.intents)
+        _staging.remove_leftovers(self.kind, self.files.staging)  # a crash's staged files
         stored = self.files.read_state()
         if stored is None:
             self._counter, self._state = 0, None
             return None
         self._counter, self._state = stored
+        self._resumed_load = self._state.phase == "snapshot"
         if self._state.phase == "streaming":
             self._state = self._recover(self._counter, self._state)
         return self._state
@@ -218,8 +233,8 @@ class TableFormatTarget:
         shapes = {shape.identity: shape for shape in pending.state.tables}
         shapes.update({identity: table.shape for identity, table in pending.tables.items()})
         self._drop_tables(pending.dropped, latest.counter)
-        recovery = _intents.recover(self.tables, self.log, self._existing(shapes.values()))
-        committer = _Committer(self, pending)
+        committer = _Committer(self, pending)  # counts a table with its history
+        recovery = _intents.recover(committer, self.log, self._existing(shapes.values()))
         for identity in recovery.behind:
             committer.commit(_net_effect(pending.tables[identity]), latest.record)
         if recovery.position != json.dumps(pending.state.position.to_document(), sort_keys=True):
@@ -306,6 +321,24 @@ class TableFormatTarget:
         self._counter, self._state = counter, state
         self._upkeep([table.shape for table in tables.values()])
 
+    # -- the staged path (docs/scale-out.md, ``staging.tablefmt``) --------------------
+
+    def stage_sink(self, micro_batch: str) -> tuple[_staging.TableStageSink, str]:
+        """Where the staged path's Spark tasks stage ``micro_batch``, and its name."""
+        directory = _staging.micro_batch_directory(self.files.staging, micro_batch)
+        _files.remove(directory)
+        return _staging.TableStageSink(str(directory)), micro_batch
+
+    def commit_stages(
+        self, micro_batch: str, stages: Sequence[_staging.FileStage], state: WorkerState
+    ) -> int:
+        """Commit the stages the driver got back as a driver-applied micro-batch is committed
+        (written ahead, intent, a commit per table, ``state``); remove its directory."""
+        tables, batches = _staging.pending_tables(state.tables, stages)
+        self._commit(tables, state, batches)
+        _files.remove(_staging.micro_batch_directory(self.files.staging, micro_batch))
+        return sum(table.rows.num_rows for table in tables.values())
+
     def _upkeep(self, shapes: Sequence[TableShape]) -> None:
         if self.maintenance is not None:
             maintain_committed(self.maintenance, self._maintain, shapes)
@@ -351,6 +384,7 @@ class TableFormatTarget:
                 for entry in json.loads(manifest.read_text(encoding="utf-8"))
             ]
             self._commit_snapshot(shape, written, intent.record)
+            self._load_history(shape, intent.record)
             logger.info(
                 "%s target: %s loaded from %d files", self.kind, shape.qualified, len(written)
             )

@@ -67,6 +67,8 @@ class TableEffect:
     truncate_time: int | None = None
     #: key -> last row (None: deleted), in the order of the last change
     rows: dict[tuple[Any, ...], Row | None] = field(default_factory=dict)
+    #: deleted key -> the deleting change's (txid, timestamp), which a history closes with
+    deleted_by: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
     batches: set[int] = field(default_factory=set)
 
     def table(self) -> pa.Table:
@@ -83,6 +85,7 @@ class TableEffect:
                 cells: list[Any] = [None] * (width + 4)
                 for position, value in zip(positions, key, strict=True):
                     cells[position] = value
+                cells[width], cells[width + 2] = self.deleted_by.get(key, (None, None))
                 values.append(tuple(cells))
                 deleted.append(True)
             else:
@@ -164,6 +167,7 @@ class EffectBuilder:
                 old_key = key_of(change.old, positions)
                 rows.pop(old_key, None)
                 rows[old_key] = None
+                effect.deleted_by[old_key] = (mutation.transaction, mutation.timestamp)
             if change.operation is not Operation.DELETE and change.new is not None:
                 stamp = stamp_of(mutation)
                 new_key = key_of(change.new, positions)

@@ -8,7 +8,8 @@ one MERGE commit per touched table carrying an application transaction
 position in its commit metadata. The worker's own files are under
 ``<path>/_pgshovel/``. Read a table with ``deltalake.DeltaTable(path)``,
 DuckDB's ``delta_scan`` or Spark with the Delta runtime. Needs the ``tables``
-extra (``pip install 'pgshovel[tables]'``).
+extra (``pip install 'pgshovel[tables]'``). With ``history`` a table keeps an SCD
+type 2 history ``<table>~history`` beside its copy (``_tablefmt_history``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import pyarrow.dataset as ds
 
 from pgshovel.settings import NonEmptyText, PositiveInt
 from pgshovel.source import TableShape
+from pgshovel.stream.state import WorkerState
 
 try:
     from pgshovel.replication.tables._ddl import drop_delta, rename_delta
     from pgshovel.replication.tables._delta import DeltaTables
+    from pgshovel.replication.tables._effect import NetEffect
     from pgshovel.replication.tables._maintenance import Maintenance, MaintenanceReport
     from pgshovel.replication.tables._snapshot import WrittenFile, commit_delta_snapshot
 except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -35,6 +38,11 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     ) from error
 
 from pgshovel.replication.targets._tablefmt import TableFormatTarget
+from pgshovel.replication.targets._tablefmt_history import (
+    HistoryChoice,
+    TableHistories,
+    check_history_names,
+)
 from pgshovel.replication.targets._tablefmt_upkeep import upkeep_policy
 
 __all__ = ["DeltaTarget"]
@@ -52,13 +60,46 @@ class DeltaTarget(TableFormatTarget):
         change_data_feed: bool = True,
         maintenance: bool = True,
         max_small_files: PositiveInt = 16,
+        history: HistoryChoice = False,
     ) -> None:
         super().__init__(Path(path), upkeep_policy(maintenance, max_small_files))
         self.path = path
         self.change_data_feed = change_data_feed
+        #: the tables that keep an SCD2 history beside their copy (True: all)
+        self.history = history
+        self._histories: TableHistories | None = None
 
     def _make_tables(self, app_id: str) -> DeltaTables:
-        return DeltaTables(self.root, app_id, change_data_feed=self.change_data_feed)
+        tables = DeltaTables(self.root, app_id, change_data_feed=self.change_data_feed)
+        self._histories = TableHistories(tables, self.history) if self.history else None
+        return tables
+
+    def open(self, cluster: str, set_name: str) -> WorkerState | None:
+        state = super().open(cluster, set_name)
+        if state is not None:
+            check_history_names(self.history, state.tables)
+        return state
+
+    def begin_snapshot(self, state: WorkerState) -> None:
+        check_history_names(self.history, state.tables)
+        super().begin_snapshot(state)
+
+    def counter(self, shape: TableShape) -> int | None:
+        counter: int | None = self.tables.counter(shape)
+        if self._histories is None or not self._histories.kept(shape) or counter is None:
+            return counter
+        held: int = min(counter, self._histories.counter(shape) or 0)
+        return held
+
+    def _commit_history(
+        self, effect: NetEffect, record: Any, before: TableShape | None, evolution: Any
+    ) -> None:
+        if self._histories is not None:
+            self._histories.commit(effect, record, before, evolution)
+
+    def _load_history(self, shape: TableShape, record: Any) -> None:
+        if self._histories is not None and self._histories.kept(shape):
+            self._histories.commit_load(shape, self.tables.read(shape), record)
 
     def _maintain(self, maintenance: Maintenance, shape: TableShape) -> MaintenanceReport:
         return maintenance.maintain_delta(self.tables, shape)
@@ -67,6 +108,8 @@ class DeltaTarget(TableFormatTarget):
         self.tables.forget(shape)
         shutil.rmtree(self.tables.path(shape), ignore_errors=True)
         self.tables.create(shape)
+        if self._histories is not None:
+            self._histories.reset(shape, self._resumed_load)
 
     def _commit_snapshot(
         self, shape: TableShape, files: Sequence[WrittenFile], record: Any
@@ -78,6 +121,8 @@ class DeltaTarget(TableFormatTarget):
 
     def _drop_table(self, shape: TableShape) -> None:
         drop_delta(self.tables, shape)
+        if self._histories is not None:
+            self._histories.drop(shape)
 
     def _read_between(self, shape: TableShape, name: str, low: Any, high: Any) -> pa.Table:
         dataset = self.tables.table(shape).to_pyarrow_dataset()

@@ -9,7 +9,8 @@ table whose summary (and the table's properties) carry the micro-batch's
 counter and the stream position. The worker's own files are under
 ``<warehouse>/_pgshovel/``. Read a table with pyiceberg's ``SqlCatalog``,
 DuckDB's ``iceberg_scan`` or Spark with the Iceberg runtime. Needs the
-``tables`` extra (``pip install 'pgshovel[tables]'``).
+``tables`` extra (``pip install 'pgshovel[tables]'``). ``history`` is refused: the
+SCD2 history is kept by the Delta target only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pyiceberg.expressions import (
     LessThanOrEqual,
 )
 
+from pgshovel.errors import ConfigurationError
 from pgshovel.settings import NonEmptyText, PositiveInt
 from pgshovel.source import TableShape
 
@@ -58,7 +60,13 @@ class IcebergTarget(TableFormatTarget):
         catalog_uri: str | None = None,
         maintenance: bool = True,
         max_small_files: PositiveInt = 16,
+        history: bool | list[str] = False,
     ) -> None:
+        if history:
+            raise ConfigurationError(
+                "target history: the iceberg target keeps no SCD2 history yet; use "
+                "'type: delta' for tables that need one, or remove 'history'"
+            )
         super().__init__(Path(warehouse), upkeep_policy(maintenance, max_small_files))
         self.warehouse = warehouse
         self.catalog_uri = catalog_uri
