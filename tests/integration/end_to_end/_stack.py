@@ -40,6 +40,7 @@ def write_replication_yml(
     ranges_per_table: int = 4,
     part_mutations: int = 20000,
     master: str = "local[2]",
+    max_batch_messages: int = 2000,
 ) -> Path:
     properties = {key: value for key, value in kafka_config.items() if key != "bootstrap.servers"}
     document = {
@@ -61,7 +62,7 @@ def write_replication_yml(
                 "bootstrap_servers": kafka_config["bootstrap.servers"],
                 "topic": topic,
                 "properties": properties,
-                "max_batch_messages": 2000,
+                "max_batch_messages": max_batch_messages,
                 "part_mutations": part_mutations,
             },
         },

@@ -108,6 +108,8 @@ def add_big(zookeeper: KazooClient, cluster: str, source: str) -> None:
 
 
 PROBE_SECONDS = 150
+#: what the worker logs when a verify of ``big`` starts ("...: ~29991 rows in 7 range(s)")
+VERIFY_STARTS = "verify of public.big: ~"
 
 
 def lag_probe(source: str, visible: Callable[[int], bool], key: int) -> float:
@@ -266,9 +268,12 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
                 worker.alive,
                 worker.output,
             )
+        # The log already holds the clean verify's start (one log for every worker of the
+        # run): the kill waits for this verify's own.
+        verifies = worker.output().count(VERIFY_STARTS)
         verify = admin(sandbox, cluster_name, "verify", SET, "big")
         wait_until(
-            lambda: "verify of public.big" in worker.output(),
+            lambda: worker.output().count(VERIFY_STARTS) > verifies,
             "the verify to start",
             120,
             worker.alive,

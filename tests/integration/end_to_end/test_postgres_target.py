@@ -108,6 +108,14 @@ def test_target_converges_while_the_source_keeps_changing(
 #: then reaches the worker over many reads and is applied in parts (whole ROWS messages of
 #: 512 KiB would bring each 4,000-row batch in one read)
 SMALL_MESSAGES = 4096
+#: ...and the worker reads at most this many messages at a time: a 4,000-row transaction
+#: (~180 such messages) always ends after a read that holds part of it, so parts come with
+#: the first large transactions instead of whenever a read happens to stop mid-batch (which
+#: took a minute of the run to happen by chance)
+READ_MESSAGES = 100
+#: seconds between large transactions: one every second or so still runs through every kill,
+#: and what a restarted worker finds behind it (read 100 messages at a time) stays small
+LARGE_PAUSE = 1.0
 
 
 def test_kill_9_worker_and_relay_then_restart_converges(
@@ -135,6 +143,7 @@ def test_kill_9_worker_and_relay_then_restart_converges(
         },
         ranges_per_table=8,
         part_mutations=300,
+        max_batch_messages=READ_MESSAGES,
     )
 
     def phase() -> str:
@@ -165,7 +174,7 @@ def test_kill_9_worker_and_relay_then_restart_converges(
         # while large transactions (applied in parts) go through.
         worker = run.start_worker(configuration)
         wait_until(lambda: offset() is not None, "streaming", alive=worker.alive, log=worker.output)
-        large = LargeTransactions(source, rows=bulk_rows)
+        large = LargeTransactions(source, rows=bulk_rows, pause=LARGE_PAUSE)
         large.start()
         workload.wait_committed(40)
         wait_until(

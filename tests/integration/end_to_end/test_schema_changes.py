@@ -49,6 +49,10 @@ STEPS = (
     ("ALTER TABLE moved RENAME TO moved2", "relay"),
     ("CREATE INDEX live_a ON live (a)", "worker"),
 )
+#: writes before each step's DDL and between the DDL and the kill: at least this long and
+#: this many commits (8 steps * 2 * 8 commits: the "kept writing" check below holds by design)
+STEP_PAUSE = 0.5
+STEP_COMMITS = 8
 
 
 class Writer(WriterThreads):
@@ -126,10 +130,16 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
         lambda: progress()[0] is not None, "the worker to stream", 180, worker.alive, worker.output
     )
     writer = Writer(source)
+
+    def write_some() -> None:
+        goal = writer.committed + STEP_COMMITS
+        time.sleep(STEP_PAUSE)
+        wait_until(lambda: writer.committed >= goal, f"{STEP_COMMITS} more commits")
+
     writer.start()
     try:
         for statement, victim in STEPS:
-            time.sleep(1.0)
+            write_some()
             ddl = psycopg2.connect(source)
             with ddl, ddl.cursor() as cursor:
                 cursor.execute(statement)
@@ -138,14 +148,14 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
                 writer.big = True
             if "RENAME TO moved2" in statement:
                 writer.moved = "moved2"
-            time.sleep(1.0)
+            write_some()
             if victim == "relay":
                 relay.kill()
                 relay = start_relay()
             else:
                 worker.kill()
                 worker = start_worker()
-        time.sleep(2.0)
+        write_some()
     finally:
         writer.stop()
     assert writer.committed > 100, "the writers kept writing"

@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fix_sandbox import unique_name
+from tests.fix_sandbox import SPARK_DRIVER_JVM, unique_name
 
 PROJECT = Path(__file__).resolve().parents[3]
 
 
 def run_pytest(
-    test_file: Path, environ: dict[str, str] | None = None
+    test_file: Path, environ: dict[str, str] | None = None, *options: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -27,6 +27,7 @@ def run_pytest(
             str(PROJECT),
             "-p",
             "no:cacheprovider",
+            *options,
             str(test_file),
         ],
         cwd=PROJECT,
@@ -84,3 +85,23 @@ def test_a_test_run_records_no_sandbox_where_the_user_looks(tmp_path: Path) -> N
     result = run_pytest(test_file, {**os.environ, "XDG_STATE_HOME": str(user_state)})
     assert result.returncode == 0, result.stdout
     assert not user_state.exists()
+
+
+def test_spark_drivers_of_a_run_start_with_the_quick_jvm_options_unless_some_are_set(
+    tmp_path: Path,
+) -> None:
+    """A run sets SPARK_SUBMIT_OPTS (every Spark driver it starts reads it) when it is unset,
+    and leaves the user's own alone."""
+    test_file = tmp_path / "test_options.py"
+    test_file.write_text(
+        "import os\n"
+        "def test_options():\n"
+        "    print('options:', os.environ.get('SPARK_SUBMIT_OPTS'))\n"
+    )
+    unset = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
+    result = run_pytest(test_file, unset, "-s")
+    assert result.returncode == 0, result.stdout
+    assert f"options: {SPARK_DRIVER_JVM}" in result.stdout
+    result = run_pytest(test_file, {**unset, "SPARK_SUBMIT_OPTS": "-Dmine=1"}, "-s")
+    assert result.returncode == 0, result.stdout
+    assert "options: -Dmine=1" in result.stdout
