@@ -43,8 +43,10 @@ Task = tuple[int, list[tuple[int, bytes]], dict[int, int], TableStageSink, bool]
 
 
 def make(kind: str, root: Path) -> TableFormatTarget:
-    """A Delta copy keeps an SCD2 history too (its deleted keys' transactions matter)."""
-    return DeltaTarget(str(root), history=True) if kind == "delta" else IcebergTarget(str(root))
+    """The copy keeps an SCD2 history too (its deleted keys' transactions matter)."""
+    if kind == "delta":
+        return DeltaTarget(str(root), history=True)
+    return IcebergTarget(str(root), history=True)
 
 
 def start(kind: str, root: Path) -> TableFormatTarget:
@@ -142,14 +144,12 @@ def apply_driver(
 
 
 def table(target: TableFormatTarget) -> list[tuple[str, ...]]:
-    """Every column of the copy (change columns too) as text, sorted; a Delta copy's history's
-    rows follow."""
+    """Every column of the copy (change columns too) as text, sorted; the history's
+    rows follow where the copy keeps one."""
     rows = target.tables.read(KEYED)
-    if isinstance(target, DeltaTarget):
-        from deltalake import DeltaTable
-
-        path = target._histories.history.path(KEYED)  # type: ignore[union-attr]
-        history = DeltaTable(str(path)).to_pyarrow_table()
+    histories = getattr(target, "_histories", None)
+    if histories is not None:
+        history = histories.store.versions(KEYED)
         rows = pa.concat_tables([rows, history], promote_options="default")
     names = sorted(rows.column_names)
     return sorted(tuple(str(row[name]) for name in names) for row in rows.to_pylist())
