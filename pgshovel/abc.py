@@ -28,11 +28,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     # Only for annotations (``from __future__ import annotations``): the contracts import
     # nothing of the packages that implement or use them at run time.
-    import pyarrow as pa
-
     from pgshovel.protocol import configuration_pb2, stream_pb2
-    from pgshovel.replication.tables._delta import CommitResult
-    from pgshovel.replication.tables._effect import CommitRecord, NetEffect
     from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
     from pgshovel.stream.batches import CommittedBatch
     from pgshovel.stream.plan import MicroBatchPlan
@@ -51,7 +47,6 @@ __all__ = [
     "EventDecoder",
     "EventRow",
     "Framer",
-    "HistoryStore",
     "Loader",
     "MicroBatch",
     "Output",
@@ -669,60 +664,3 @@ class ChunkTarget(Target, Protocol):
 
 #: The capabilities a target may offer beyond ``Target``.
 TARGET_CAPABILITIES: tuple[type[Any], ...] = (SnapshotTarget, ChunkTarget)
-
-
-@runtime_checkable
-class HistoryStore(Protocol):
-    """Where a table format keeps the SCD type 2 histories ``<table>~history`` of a set's
-    copies (``tables._versions`` says which versions a change closes and opens)."""
-
-    def where(self, shape: TableShape) -> str:
-        """The history's name or path, for messages."""
-        ...
-
-    def removal(self, shape: TableShape) -> str:
-        """How a user removes the history (a runnable remedy)."""
-        ...
-
-    def exists(self, shape: TableShape) -> bool: ...
-
-    def create(self, shape: TableShape) -> None:
-        """Create the empty history unless it exists."""
-        ...
-
-    def counter(self, shape: TableShape) -> int | None:
-        """The micro-batch the history holds last (None: none yet)."""
-        ...
-
-    def columns(self, shape: TableShape) -> list[str]:
-        """The history's column names as stored."""
-        ...
-
-    def add_columns(self, shape: TableShape, fields: Sequence[pa.Field]) -> None: ...
-
-    def current(self, shape: TableShape) -> pa.Table:
-        """The current versions (end transaction null)."""
-        ...
-
-    def versions(self, shape: TableShape) -> pa.Table:
-        """Every version."""
-        ...
-
-    def commit(self, effect: NetEffect, record: CommitRecord) -> CommitResult:
-        """Close and open the versions of ``effect`` in one commit carrying ``record`` (skipped
-        when the history holds its counter)."""
-        ...
-
-    def commit_load(self, shape: TableShape, versions: pa.Table, record: CommitRecord) -> None:
-        """Replace every version by ``versions`` in one commit marked as a load's."""
-        ...
-
-    def undo_load(self, shape: TableShape) -> bool:
-        """Take back the last commit if a load made it (a load that stopped); whether it did."""
-        ...
-
-    def rename(self, before: TableShape, after: TableShape) -> None: ...
-
-    def drop(self, shape: TableShape) -> None:
-        """Remove the history and its files."""
-        ...

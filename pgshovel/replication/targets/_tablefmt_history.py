@@ -26,10 +26,10 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from pgshovel.abc import HistoryStore
 from pgshovel.errors import ConfigurationError, SchemaError
 from pgshovel.replication.tables._effect import TXID, CommitRecord, NetEffect
 from pgshovel.replication.tables._evolution import Evolution
+from pgshovel.replication.tables._history_store import HistoryStore
 from pgshovel.replication.tables._maintenance import Maintenance
 from pgshovel.replication.tables._versions import (
     chunk_effect,
