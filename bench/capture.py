@@ -13,14 +13,15 @@ also reported against the floor (within 0.05 of the floor's ratio is as cheap as
 trigger capture gets) and against the logical decoding peer (at least its ratio).
 The same comparisons (without the event-trigger one) run again with ``fsync``
 and ``synchronous_commit`` on (:mod:`bench._durable`), for ``durable_seconds``
-each: 1 s in quick mode as every other run, which keeps the quick suite near two
-and a half minutes and still exercises the switch. Then one ``UPDATE`` of
+each: 1 s in quick mode as every other run, which still exercises the switch. Then one ``UPDATE`` of
 100,000 accounts is timed once per capture and round (after a VACUUM), with the
 fast settings and again with durable commits; its figure is rows/s with capture
 ÷ rows/s without. pgshovel with provenance (``pgshovel-provenance``) runs in the
 fast and bulk parts, also compared with pgshovel without it (goal 0.95). Quick
 mode runs some captures in some parts only (``QUICK_PARTS`` in
-:mod:`bench._capture_figures`, which holds the plan and the figures). A part
+:mod:`bench._capture_figures`, which holds the plan and the figures): every
+capture once, durable commits with pgshovel and no capture only, 72 runs of
+about a second instead of 114. A part
 that fails (a durable switch, a bulk statement, or the logical peer when
 wal2json is missing) is reported as not measured and the others still are.
 """
@@ -48,6 +49,7 @@ from bench._capture_figures import (
     CaptureRuns,
     figures,
     runs_in,
+    tps_part,
 )
 from bench._captures import CAPTURES, PLUGIN, SLOT
 from bench._drain import allow_output_plugin, drop_slot
@@ -158,7 +160,8 @@ class _Measurement:
         available = self.available(captures)
         results: dict[str, dict[str, list[float]]] = {}
         for name in SCRIPTS:
-            modes = [mode for mode in available if runs_in(self.settings, mode, name)]
+            part = tps_part(label, name)
+            modes = [mode for mode in available if runs_in(self.settings, mode, part)]
             results[name] = {mode: [] for mode in modes}
             for number, mode in schedule(self.settings.rounds, modes):
                 with CAPTURES[mode](self.conn, self.dsn, self.workdir):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import capture
-from bench._capture_figures import runs_in
+from bench._capture_figures import BULK_PARTS, runs_in, tps_part
 from bench._modes import settings
 
 QUICK = settings("quick")
@@ -132,6 +132,54 @@ def test_quick_mode_runs_provenance_for_one_script_and_the_bulk_and_says_so() ->
         "none",
         "pgshovel",
     ]
+
+
+def quick_plan() -> dict[str, list[str]]:
+    """Quick mode's captures per part, as bench.capture runs them."""
+    plan = {
+        tps_part(name, script): [m for m in modes if runs_in(QUICK, m, tps_part(name, script))]
+        for name, modes in capture.TPS_CAPTURES.items()
+        for script in capture.SCRIPTS
+    }
+    for name, modes in capture.BULK_CAPTURES.items():
+        part = BULK_PARTS[name]
+        plan[part] = [m for m in modes if runs_in(QUICK, m, part)]
+    return plan
+
+
+def test_quick_mode_runs_every_capture_once_and_every_part_against_no_capture() -> None:
+    plan = quick_plan()
+    assert set(plan) == {
+        "tpcb",
+        "update",
+        "tpcb-durable",
+        "update-durable",
+        "bulk",
+        "bulk-durable",
+    }
+    everything = set(capture.TPS_CAPTURES["fast"]) | set(capture.BULK_CAPTURES["fast"])
+    assert {mode for modes in plan.values() for mode in modes} == everything
+    assert all(modes[:2] == ["none", "pgshovel"] for modes in plan.values())
+    # durable commits are exercised by pgshovel against no capture only
+    assert plan["tpcb-durable"] == plan["update-durable"] == plan["bulk-durable"]
+    assert plan["tpcb-durable"] == ["none", "pgshovel"]
+    # 72 runs of about a second in three alternating rounds; full mode runs all 114
+    assert QUICK.rounds == 3
+    assert sum(len(modes) for modes in plan.values()) * QUICK.rounds == 72
+    full = settings("full")
+    assert all(runs_in(full, mode, part) for part in plan for mode in everything)
+
+
+def test_quick_mode_says_which_parts_a_capture_left_out_runs_in() -> None:
+    figures = {figure.key: figure for figure in capture.figures(capture.CaptureRuns(), QUICK)}
+    assert figures["capture.update.jsontriga"].note == (
+        "not measured: quick mode runs jsontriga for tpcb"
+    )
+    assert figures["capture.tpcb.floor.durable"].note == (
+        "not measured: quick mode runs floor for tpcb, update"
+    )
+    assert figures["capture.bulk.floor"].note.startswith("not measured: quick mode runs floor")
+    assert figures["capture.tpcb.pgshovel.durable"].note == ""
 
 
 def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
