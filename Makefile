@@ -88,7 +88,7 @@ docs: venv ## regenerate docs/cli.md, the command reference, from every command'
 TEST_ENV := PYTHONDONTWRITEBYTECODE=
 
 test: setup ## run the whole test suite (unit and integration, real services; TEST_WORKERS=2)
-	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-unit: setup ## run the unit tests only (no services)
 	$(TEST_ENV) $(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
