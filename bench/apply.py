@@ -114,21 +114,43 @@ class Stream:
     start: int
     end: int
     mutations: int
+    #: the first offset of each partition of a partitioned set topic (empty: one partition,
+    #: ``start``); ``start`` and ``end`` are then sums over the partitions, as positions count
+    partition_starts: tuple[int, ...] = ()
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        return self.partition_starts or (self.start,)
 
 
-def produce_stream(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Stream:
-    """Create the source and its set, run the mixed workload through a relay onto the topic."""
-    source = _stack.create_database(sandbox, SOURCE)
+def produce_stream(
+    sandbox: SandboxConnection,
+    settings: Settings,
+    workdir: Path,
+    set_name: str = SET,
+    source_name: str = SOURCE,
+    partitions: int = 1,
+) -> Stream:
+    """Create the source and its set, run the mixed workload through a relay onto the topic
+    (of ``partitions`` partitions, created first as the sandbox's broker requires)."""
+    source = _stack.create_database(sandbox, source_name)
     _stack.execute(source, [_schema.ORDERS_DDL])
-    _stack.create_set(sandbox, SET, source, [_schema.ORDERS])
-    config = _stack.write_relay_yml(workdir / "relay-apply.yml", sandbox)
-    relay = _stack.RelayProcess(sandbox, config, SET, workdir / "relay-apply.log")
+    _stack.create_set(sandbox, set_name, source, [_schema.ORDERS])
+    topic = _stack.topic_of(set_name)
     kafka = sandbox.kafka_config()
+    if partitions != 1:
+        _stack.create_partitioned_topic(sandbox, topic, partitions)
+    config = _stack.write_relay_yml(
+        workdir / f"relay-{set_name}.yml", sandbox, partitions=partitions
+    )
+    relay = _stack.RelayProcess(sandbox, config, set_name, workdir / f"relay-{set_name}.log")
     try:
         # One row in and out: the relay leads, the topic exists, the source is empty again.
         _stack.execute(source, [_schema.insert_orders(0, 1), _schema.delete_orders(0, 1)])
-        _stack.wait_for(lambda: _stack.queue_drained(source, SET), 90, "the apply relay", relay)
-        start = _stack.end_offset(kafka, _stack.topic_of(SET))
+        _stack.wait_for(
+            lambda: _stack.queue_drained(source, set_name), 90, "the apply relay", relay
+        )
+        starts = _stack.end_offsets(kafka, topic, partitions)
         snapshot = str(_stack.fetch_value(source, "SELECT txid_current_snapshot()::text"))
         plan = _workload.mixed_plan(settings.apply_mutations, CHUNK)
         conn = psycopg2.connect(source)
@@ -145,15 +167,18 @@ def produce_stream(sandbox: SandboxConnection, settings: Settings, workdir: Path
         finally:
             conn.close()
         _stack.wait_for(
-            lambda: _stack.queue_drained(source, SET),
+            lambda: _stack.queue_drained(source, set_name),
             max(120.0, settings.apply_mutations / 500),
             "the relay to publish the apply workload",
             relay,
         )
-        end = _stack.end_offset(kafka, _stack.topic_of(SET))
+        ends = _stack.end_offsets(kafka, topic, partitions)
     finally:
         relay.stop()
-    return Stream(source, snapshot, start, end, _workload.total_mutations(plan))
+    mutations = _workload.total_mutations(plan)
+    if partitions == 1:
+        return Stream(source, snapshot, starts[0], ends[0], mutations)
+    return Stream(source, snapshot, sum(starts), sum(ends), mutations, starts)
 
 
 def worker_run(
@@ -194,7 +219,7 @@ def worker_run(
     # batch instead of holding the one micro-batch of a quick run on the driver.
     snapshot = "1:1:" if spark is not None else stream.snapshot
     state = WorkerState(
-        "streaming", snapshot, StreamPosition.start((stream.start,)), tables=tuple(tables)
+        "streaming", snapshot, StreamPosition.start(stream.starts), tables=tuple(tables)
     )
     target.open(_stack.CLUSTER, set_name)
     reader.open(_stack.topic_of(set_name))
