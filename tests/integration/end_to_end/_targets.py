@@ -119,7 +119,10 @@ class TargetUnderTest:
             assert self.root is not None
             shape = self.shape(table)
             names, _ = read_table(self.table_format, self.root, shape)
-            assert names == list(shape.column_names), f"{table}: the table's own columns"
+            assert names == list(shape.column_names), (
+                f"{table}: the table's own columns {names!r}, the stored shape's "
+                f"{list(shape.column_names)!r}"
+            )
             return [(column.name, column.sql_type) for column in shape.columns]
         if self.path is not None:
             return parquet_columns(self.path, table)
