@@ -128,6 +128,21 @@ class TargetUnderTest:
             return parquet_columns(self.path, table)
         return source_columns(self.dsn, table)
 
+    def holds(self, table: str) -> bool:
+        """Whether the copy still has ``public.table`` (state and data)."""
+        if self.table_format:
+            state = self.state()
+            return state is not None and state.table("public", table) is not None
+        if self.path is not None:
+            state = parquet_state(self.path)
+            return state is not None and state.table("public", table) is not None
+        connection = connect(self.dsn, "pgshovel-tests")
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", (f"public.{table}",))
+            (found,) = cursor.fetchone()
+        connection.close()
+        return found is not None
+
     def rows(self, table: str) -> list[tuple[str | None, ...]]:
         if self.table_format:
             assert self.root is not None
