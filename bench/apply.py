@@ -41,6 +41,7 @@ from bench._stats import per_million, schedule
 from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
 from pgshovel.replication.loaders import PostgresSnapshotLoader
 from pgshovel.replication.spark import spark_session
+from pgshovel.replication.staged import TASK_ROWS
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import Worker, read_table_shapes
@@ -191,12 +192,13 @@ def worker_run(
     driver_only: bool = False,
     audit: bool = False,
     spark: Any = None,
+    task_rows: int = TASK_ROWS,
 ) -> tuple[float, int, _proc.Usage]:
     """Seconds, mutations applied on the driver and resource use of one worker pass over the
     stream (of this process and its children, or with ``driver_only`` of this process
     alone); ``audit`` turns the target's audit table on; with ``spark``, every micro-batch
-    the staged path takes is staged by Spark tasks and committed once (an error if none
-    was)."""
+    the staged path takes is staged by Spark tasks (of about ``task_rows`` row changes)
+    and committed once (an error if none was)."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
     target = CountingTarget(
@@ -211,6 +213,7 @@ def worker_run(
         stream=reader,
         target=target,
         stage_min_mutations=1 if spark is not None else 20_000,
+        stage_task_rows=task_rows,
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
     worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=spark)

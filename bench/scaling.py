@@ -5,7 +5,10 @@ worker with every eligible micro-batch staged by Spark tasks and committed
 once (``apply.worker_run`` with a session), first on a ``local[1]`` session,
 then on a ``local[2]`` one (a session per master: Spark keeps one per
 process), in alternating rounds within each session, each session's first
-run a warm-up that is not counted. The same workload is
+run a warm-up that is not counted. Every run cuts its micro-batches into
+tasks of a quarter of the workload's row changes (``stage_task_rows``): four
+tasks of the one-partition stream, one per partition of the four, so two
+cores have tasks to share and both streams run the same number. The same workload is
 also relayed to a set topic of four partitions (``partitions: 4``, the topic
 created first as the sandbox's 0.9 broker requires) and applied on the
 ``local[2]`` session in rounds alternating with the one-partition stream.
@@ -117,7 +120,12 @@ def _run(
     sandbox: SandboxConnection, stream: apply.Stream, tables: Any, spark: Any, set_name: str
 ) -> tuple[float, float]:
     """Mutations/s and CPU µs per mutation of one staged worker pass over ``stream``."""
-    seconds, _, usage = apply.worker_run(sandbox, stream, tables, spark=spark, set_name=set_name)
+    # Four tasks of a one-partition stream, one per partition of four: as many as two
+    # cores can share, the same count either way.
+    task_rows = max(1, stream.mutations // PARTITIONS)
+    seconds, _, usage = apply.worker_run(
+        sandbox, stream, tables, spark=spark, set_name=set_name, task_rows=task_rows
+    )
     return stream.mutations / seconds, usage.cpu_seconds * 1_000_000 / max(1, stream.mutations)
 
 
