@@ -20,15 +20,23 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, signed, varint
+from pgshovel.stream._codec_wire import (
+    clustered_varint,
+    length_prefixed,
+    signed,
+    varint,
+    varints,
+)
 from pgshovel.stream.codec import decode_error, filler_for
 
 __all__ = [
     "NULL_FIELD",
     "EncodedChange",
+    "EncodedRun",
     "RowsBuilder",
     "copy_field",
     "copy_line",
@@ -55,6 +63,9 @@ _DELETE = stream_pb2.Mutation.DELETE
 _TRUNCATE = stream_pb2.Mutation.TRUNCATE
 _HAS_OLD = frozenset({_UPDATE, _DELETE})
 _HAS_NEW = frozenset({_INSERT, _UPDATE})
+_FIRST_PARTITION = (0,)
+#: what the framer adds to a change's rows to bound its size before adding it
+CHANGE_ALLOWANCE = 64
 
 
 def copy_field(text: str | None) -> str:
@@ -148,6 +159,54 @@ class EncodedChange:
     partitions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedRun:
+    """A run of row changes ready for ``RowsBuilder.add_run``: consecutive events of one
+    table shape, operation, transaction and timestamp, all to partition 0. ``olds`` and
+    ``news`` hold every change's COPY line (None: no change of the run has that row);
+    ``provenances`` every change's serialized ``Provenance`` (None: none has one)."""
+
+    table: bytes
+    operation: int
+    transaction: int
+    timestamp: int
+    ids: list[int]
+    olds: list[bytes] | None
+    news: list[bytes] | None
+    provenances: list[bytes] | None
+
+    def changes(self) -> Iterator[EncodedChange]:
+        """The run's changes one by one (for a run ``add_run`` does not take whole)."""
+        nothing = repeat(None)
+        for event_id, old, new, provenance in zip(
+            self.ids,
+            nothing if self.olds is None else self.olds,
+            nothing if self.news is None else self.news,
+            nothing if self.provenances is None else self.provenances,
+            strict=False,  # ``repeat`` stands for a list the run does not hold
+        ):
+            yield EncodedChange(
+                self.table,
+                event_id,
+                self.operation,
+                self.transaction,
+                self.timestamp,
+                old,
+                new,
+                provenance,
+                _FIRST_PARTITION,
+            )
+
+
+def _rows_field(tag: bytes, lines: list[bytes]) -> Iterator[bytes]:
+    """Each of a run's COPY lines as the field ``tag`` (nothing for an empty line)."""
+    return (
+        map(b"".join, zip(repeat(tag), varints(list(map(len, lines))), lines))
+        if all(lines)
+        else (tag + varint(len(line)) + line if line else b"" for line in lines)
+    )
+
+
 def row_table(shape: stream_pb2.TableShape, set_version: str) -> bytes:
     """The serialized ``RowTable`` of a shape and a set version."""
     return stream_pb2.RowTable(shape=shape, set_version=set_version).SerializeToString()
@@ -234,6 +293,79 @@ class RowsBuilder:
             number = self._provenances[provenance] = len(self._provenances) + 1
             self.size += len(provenance) + 4
         return number
+
+    def add_run(self, run: EncodedRun, limit: int) -> bool:
+        """Add every change of ``run`` when they all fit in the message below ``limit``
+        with room to spare (then ``add`` of each, with the framer's limit checks, would cut
+        nothing); else add nothing and return False: the caller adds them one by one.
+        The changes' bytes are those ``add`` writes, built for the whole run at once."""
+        ids = run.ids
+        count = len(ids)
+        index = self._tables.get(run.table)
+        added = 0
+        if index is None:
+            index = len(self._tables)
+            added = len(run.table) + 4
+        operation = run.operation
+        head = self._heads.get((index, operation))
+        if head is None:
+            head = (_TABLE + varint(index) if index else b"") + _OPERATION + varint(operation)
+        transaction = run.transaction
+        timestamp = run.timestamp
+        common = b"".join(
+            (
+                head,
+                _TRANSACTION + varint(transaction) if transaction else b"",
+                _TIMESTAMP + self._clock(timestamp) if timestamp else b"",
+            )
+        )
+        numbers: dict[bytes, int] = {}
+        pieces: Iterable[bytes]
+        if run.provenances is None:
+            pieces = repeat(b"")
+        else:
+            known = self._provenances
+            numbered = []
+            for provenance in run.provenances:
+                number = known.get(provenance) or numbers.get(provenance)
+                if number is None:
+                    number = numbers[provenance] = len(known) + len(numbers) + 1
+                    added += len(provenance) + 4
+                numbered.append(_PROVENANCE + varint(number))
+            pieces = numbered
+        rows = 0
+        old_pieces: Iterable[bytes] = repeat(b"")
+        new_pieces: Iterable[bytes] = repeat(b"")
+        olds, news = run.olds, run.news
+        if olds is not None:
+            old_pieces = _rows_field(_OLD, olds)
+            rows = max(map(len, olds))
+        if news is not None:
+            new_pieces = _rows_field(_NEW, news)
+            rows += max(map(len, news))
+        changes = list(
+            map(
+                b"".join,
+                zip(repeat(_ID), varints(ids), repeat(common), old_pieces, new_pieces, pieces),
+            )
+        )
+        lengths = list(map(len, changes))
+        size = self.size + added + sum(lengths) + 4 * count
+        # ``rows`` bounds every change's rows: no limit check of ``add`` one by one would cut.
+        if size + rows + CHANGE_ALLOWANCE > limit:
+            return False
+        if run.table not in self._tables:
+            self._tables[run.table] = index
+        self._heads[(index, operation)] = head
+        for provenance, number in numbers.items():
+            self._provenances[provenance] = number
+        self._changes.extend(map(b"".join, zip(repeat(_CHANGES), varints(lengths), changes)))
+        self.size = size
+        self.count += count
+        if transaction != self._transaction:
+            self._transaction = transaction
+            self._transaction_piece = _TRANSACTION + varint(transaction) if transaction else b""
+        return True
 
     def take(self) -> bytes | None:
         if not self._changes:
