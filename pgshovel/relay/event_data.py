@@ -66,8 +66,8 @@ _PROVENANCE_TYPES: set[type] = {dict, int}
 
 def parse_run(
     data: list[str | None],
-) -> tuple[list[Any] | None, list[Any] | None, list[Any] | None] | None:
-    """``(olds, news, provenances)`` of a run of events' data, each a list with the event's
+) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None, tuple[Any, ...] | None] | None:
+    """``(olds, news, provenances)`` of a run of events' data, each a tuple with the event's
     ``parse_rows`` part in order, or None where every event has none; None overall unless
     every event's data is what ``parse_rows`` accepts, and each part the same kind for all
     (every old row an object, or every one null; the same for the new rows; a provenance
@@ -83,16 +83,16 @@ def parse_run(
     lengths = set(map(len, parsed))
     if not lengths <= _ROW_LENGTHS or len(lengths) != 1:
         return None
-    parts: list[list[Any] | None] = []
-    for position in (0, 1):
-        part = [rows[position] for rows in parsed]
+    columns = list(zip(*parsed, strict=True))
+    parts: list[tuple[Any, ...] | None] = []
+    for part in columns[:2]:
         kinds = set(map(type, part))
         if kinds != _DICT and kinds != _NONE:
             return None
         parts.append(part if kinds == _DICT else None)
     provenances = None
     if lengths == _WITH_PROVENANCE:
-        provenances = [rows[2] for rows in parsed]
+        provenances = columns[2]
         kinds = set(map(type, provenances))
         if not kinds <= _PROVENANCE_TYPES:
             return None

@@ -147,7 +147,7 @@ class RowsEncoder:
 
     def _lines(
         self,
-        rows: list[dict[str, Any]],
+        rows: Sequence[dict[str, Any]],
         values: Values,
         ids: list[int],
         schema: str,
