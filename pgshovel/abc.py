@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pgshovel.stream.batches import CommittedBatch
     from pgshovel.stream.plan import MicroBatchPlan
     from pgshovel.stream.position import StreamPosition
-    from pgshovel.stream.rows import EncodedChange, EncodedRun
+    from pgshovel.stream.rows_builder import EncodedChange, EncodedRun
     from pgshovel.stream.state import WorkerState
 
 __all__ = [

@@ -30,7 +30,7 @@ from typing import Any
 from pgshovel.abc import EventDecoder, EventRow
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.publisher import Publisher
-from pgshovel.stream.rows import CHANGE_ALLOWANCE, EncodedChange, RowsBuilder
+from pgshovel.stream.rows_builder import CHANGE_ALLOWANCE, EncodedChange, RowsBuilder
 
 __all__ = ["MutationFramer", "RowFramer"]
 

@@ -30,7 +30,8 @@ from pgshovel.relay.event_data import (
 )
 from pgshovel.relay.schema import SchemaTracker, TableState
 from pgshovel.stream.operations import EVENT_TYPES
-from pgshovel.stream.rows import EncodedChange, EncodedRun, copy_field, partition_of
+from pgshovel.stream.rows import copy_field, partition_of
+from pgshovel.stream.rows_builder import EncodedChange, EncodedRun
 
 __all__ = ["RowsEncoder"]
 

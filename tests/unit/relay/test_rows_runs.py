@@ -17,7 +17,7 @@ from pgshovel.relay.events import QueueEventDecoder
 from pgshovel.relay.framing import RUN_EVENTS, RowFramer
 from pgshovel.relay.schema import SchemaTracker
 from pgshovel.stream._codec_wire import signed, varints
-from pgshovel.stream.rows import EncodedRun, RowsBuilder
+from pgshovel.stream.rows_builder import EncodedRun, RowsBuilder
 from tests.unit.relay.test_events import Catalog, History
 
 TYPES = {"id": "int8", "status": "text", "note": "text"}
