@@ -37,9 +37,7 @@ run_and_leave(command, [sys.argv[1]])
 
 
 @pytest.mark.parametrize(("how", "status"), [("clean", 0), ("status", 3), ("fail", 1)])
-def test_the_worker_command_line_leaves_with_its_status_and_its_logs(
-    how: str, status: int
-) -> None:
+def test_the_worker_command_line_leaves_with_its_status_and_its_logs(how: str, status: int) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, how],
         capture_output=True,
@@ -55,8 +53,12 @@ def test_the_worker_command_line_leaves_with_its_status_and_its_logs(
         assert "RuntimeError: broken" in done.stderr
 
 
-def test_the_worker_entry_point_is_the_one_that_leaves() -> None:
-    from pgshovel import _cli
+def test_the_worker_entry_point_runs_its_command_and_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from pgshovel.replication import cli
 
-    assert cli.run_and_leave is _cli.run_and_leave
+    ran: list[object] = []
+    monkeypatch.setattr("pgshovel.replication.cli.run_and_leave", ran.append)
+    cli.main()
+    assert ran == [cli.command]
