@@ -6,8 +6,10 @@ default, or any SQLAlchemy URL. A table is ``<schema>.<table>`` in the catalog
 ``<warehouse>/<schema>/<table>`` (names escaped as for Delta). One micro-batch
 is one catalog commit holding one snapshot per touched table: the files whose
 statistics overlap the first key column's range are read, those holding a
-touched key are replaced by their other rows, and the surviving rows of the
-net effect are added (``_iceberg_files``) — after a TRUNCATE, every file is
+touched key are replaced by their other rows — split into the rows below,
+within and above the range, so that the next micro-batch near it rewrites
+only the rows within (``split_at``) — and the surviving rows of the net
+effect are added (``_iceberg_files``) — after a TRUNCATE, every file is
 removed instead. The ``CommitRecord`` is stored twice: in the snapshot's
 summary (the history that time travel searches) and in the table's properties
 (the position, read back even when the micro-batch changed no row and made no
@@ -43,7 +45,7 @@ from pgshovel.replication.tables._evolution import Defaults, Evolution
 from pgshovel.replication.targets._parquet_tables import is_in_keys
 from pgshovel.source import TableShape
 
-__all__ = ["IcebergTables", "key_bounds"]
+__all__ = ["IcebergTables", "key_bounds", "split_at"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,23 @@ def key_bounds(shape: TableShape, keys: pa.Table) -> BooleanExpression:
     extremes = pc.min_max(keys.column(first))
     low, high = extremes["min"].as_py(), extremes["max"].as_py()
     return And(GreaterThanOrEqual(term=first, value=low), LessThanOrEqual(term=first, value=high))
+
+
+def split_at(rows: pa.Table, column: str, extremes: pa.StructScalar) -> list[pa.Table]:
+    """``rows`` as the rows of ``column`` below ``extremes``' min, within, and above its max
+    (the empty parts left out).
+
+    The rows a micro-batch keeps of the files it rewrites are written in these three parts
+    (whatever the number of files): the next micro-batches, whose keys lie near this one's
+    (an OLTP table's changes), then find the rows within the range in one file of their own
+    and rewrite only it, not again the whole file of the initial snapshot (10,000 rows) the
+    range once fell into, nor one more file per micro-batch."""
+    values = rows.column(column)
+    below = pc.less(values, extremes["min"])
+    above = pc.greater(values, extremes["max"])
+    within = pc.invert(pc.or_(below, above))
+    parts = [rows.filter(mask) for mask in (below, within, above)]
+    return [part for part in parts if part.num_rows]
 
 
 class IcebergTables:
@@ -180,12 +199,17 @@ class IcebergTables:
             elif effect.rows.num_rows:
                 keys = effect.rows.select(list(shape.key))
                 tasks = _iceberg_files.plan(table, key_bounds(shape, keys))
+                kept: list[pa.Table] = []
                 for task in tasks:
-                    rows = _iceberg_files.read(transaction, table, [task])
+                    rows = change.read([task])
                     touched = is_in_keys(rows, keys, shape.key)
                     if pc.any(touched).as_py():
                         change.remove([task.file])
-                        change.write(rows.filter(pc.invert(touched)))
+                        kept.append(rows.filter(pc.invert(touched)))
+                if kept:
+                    extremes = pc.min_max(keys.column(shape.key[0]))
+                    for part in split_at(pa.concat_tables(kept), shape.key[0], extremes):
+                        change.write(part)
                 read = len(tasks)
             change.write(effect.upserts())
             _iceberg_files.replace(change, summary)

@@ -133,3 +133,37 @@ def test_a_table_written_by_another_set_is_refused(tables: IcebergTables) -> Non
     with pytest.raises(ProgrammingError, match=r"is written by 'pgshovel/default/orders'"):
         other.commit(effect(ITEMS, [{"id": 1}]), record(1))
     assert isinstance(tables.read(ITEMS), pa.Table)
+
+
+def test_micro_batches_near_each_other_rewrite_only_the_rows_of_their_range(
+    tables: IcebergTables,
+) -> None:
+    # One large file first, as an initial snapshot range writes it; then micro-batches that
+    # update and delete some of the 200 most recent keys (every third and every seventh) and
+    # insert new ones above: an OLTP table's changes, as the bench's stream makes them.
+    model: Model = {}
+    first = effect(ITEMS, [{"id": key, "name": f"n{key}", "qty": 1} for key in range(3000)])
+    tables.commit(first, record(1))
+    model = apply(model, first)
+    rewritten: list[int] = []
+    for counter in range(2, 8):
+        top = 3000 + 20 * (counter - 2)
+        recent = [key for key in range(top - 200, top) if (key,) in model]
+        updated = recent[counter % 3 :: 3]
+        changed: list[dict[str, object]] = [
+            {"id": key, "name": f"u{counter}", "qty": counter} for key in updated
+        ]
+        changed += [{"id": key, DELETED: True} for key in recent[1::7] if key not in updated]
+        changed += [{"id": key, "name": "new", "qty": 0} for key in range(top, top + 20)]
+        change = effect(ITEMS, changed)
+        tables.commit(change, record(counter))
+        model = apply(model, change)
+        current = tables.table(ITEMS).current_snapshot()
+        assert current is not None and current.summary is not None
+        rewritten.append(int(current.summary.additional_properties["deleted-records"]))
+        assert int(current.summary.additional_properties["deleted-data-files"]) <= 2
+        assert_holds(tables, ITEMS, model)
+    # The first micro-batch rewrites the large file; the next ones only the rows near them
+    # (the kept rows within the range and the upserts of the one before), not the file again.
+    assert rewritten[0] >= 3000
+    assert max(rewritten[1:]) <= 400, rewritten
