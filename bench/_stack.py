@@ -27,8 +27,9 @@ from pgshovel.admin.connections import Connections
 from pgshovel.cluster import names
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.cluster.zookeeper import ClusterStore, connect
+from pgshovel.errors import SandboxError
 from pgshovel.protocol import configuration_pb2, stream_pb2
-from pgshovel.sandbox import ChildProcess, SandboxConnection
+from pgshovel.sandbox import ChildProcess, SandboxConnection, create_topic
 from pgshovel.stream.rows import mutations_in
 
 CLUSTER = "bench"
@@ -123,16 +124,19 @@ def queue_of(set_name: str) -> str:
     return names.queue_name(CLUSTER, set_name)
 
 
-def write_relay_yml(path: Path, sandbox: SandboxConnection, **settings: Any) -> Path:
-    """A relay.yml for the sandbox's Kafka; ``settings`` override the relay's defaults."""
+def write_relay_yml(
+    path: Path, sandbox: SandboxConnection, partitions: int = 1, **settings: Any
+) -> Path:
+    """A relay.yml for the sandbox's Kafka writing ``partitions`` partitions of the set
+    topic; ``settings`` override the relay's defaults."""
+    writer: dict[str, Any] = {
+        "bootstrap_servers": sandbox.kafka_bootstrap_servers,
+        "properties": dict(sandbox.kafka_properties),
+    }
+    if partitions != 1:
+        writer["partitions"] = partitions
     document = {
-        "writer": {
-            "path": "pgshovel.relay.kafka:KafkaWriter",
-            "configuration": {
-                "bootstrap_servers": sandbox.kafka_bootstrap_servers,
-                "properties": dict(sandbox.kafka_properties),
-            },
-        },
+        "writer": {"path": "pgshovel.relay.kafka:KafkaWriter", "configuration": writer},
         **settings,
     }
     path.write_text(yaml.safe_dump(document))
@@ -212,8 +216,30 @@ def tick(dsn: str, set_name: str) -> None:
     )
 
 
+def create_partitioned_topic(sandbox: SandboxConnection, topic: str, partitions: int) -> None:
+    """Create ``topic`` with ``partitions`` partitions before anything asks the broker about
+    it (a 0.9 broker creates a topic asked about with one); a topic a reused sandbox already
+    holds is kept if it has that many."""
+    try:
+        create_topic(sandbox, topic, partitions)
+    except SandboxError:
+        consumer = Consumer({**sandbox.kafka_config(), "group.id": "pgshovel-bench"})
+        try:
+            found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        finally:
+            consumer.close()
+        if found is None or len(found.partitions) != partitions:
+            raise
+
+
 def end_offset(kafka_config: Mapping[str, str], topic: str) -> int:
     """The offset the next message of ``topic`` will get (0 for a topic not created yet)."""
+    return end_offsets(kafka_config, topic, 1)[0]
+
+
+def end_offsets(kafka_config: Mapping[str, str], topic: str, partitions: int) -> tuple[int, ...]:
+    """The offset the next message of each of ``topic``'s first ``partitions`` partitions
+    will get (0 each for a topic not created yet)."""
     consumer = Consumer(
         {**kafka_config, "group.id": "pgshovel-bench", "enable.auto.commit": False},
         logger=KAFKA_LOG,
@@ -222,8 +248,11 @@ def end_offset(kafka_config: Mapping[str, str], topic: str) -> int:
         metadata = consumer.list_topics(topic, timeout=10)
         described = metadata.topics.get(topic)
         if described is None or described.error is not None or not described.partitions:
-            return 0
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+            return (0,) * partitions
+        return tuple(
+            int(consumer.get_watermark_offsets(TopicPartition(topic, number), timeout=10)[1])
+            for number in range(partitions)
+        )
     finally:
         consumer.close()
 

@@ -41,6 +41,7 @@ from bench._stats import per_million, schedule
 from pgshovel.replication.config import ReplicationConfiguration, SparkSettings
 from pgshovel.replication.loaders import PostgresSnapshotLoader
 from pgshovel.replication.spark import spark_session
+from pgshovel.replication.staged import TASK_ROWS
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.replication.worker import Worker, read_table_shapes
@@ -114,21 +115,43 @@ class Stream:
     start: int
     end: int
     mutations: int
+    #: the first offset of each partition of a partitioned set topic (empty: one partition,
+    #: ``start``); ``start`` and ``end`` are then sums over the partitions, as positions count
+    partition_starts: tuple[int, ...] = ()
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        return self.partition_starts or (self.start,)
 
 
-def produce_stream(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Stream:
-    """Create the source and its set, run the mixed workload through a relay onto the topic."""
-    source = _stack.create_database(sandbox, SOURCE)
+def produce_stream(
+    sandbox: SandboxConnection,
+    settings: Settings,
+    workdir: Path,
+    set_name: str = SET,
+    source_name: str = SOURCE,
+    partitions: int = 1,
+) -> Stream:
+    """Create the source and its set, run the mixed workload through a relay onto the topic
+    (of ``partitions`` partitions, created first as the sandbox's broker requires)."""
+    source = _stack.create_database(sandbox, source_name)
     _stack.execute(source, [_schema.ORDERS_DDL])
-    _stack.create_set(sandbox, SET, source, [_schema.ORDERS])
-    config = _stack.write_relay_yml(workdir / "relay-apply.yml", sandbox)
-    relay = _stack.RelayProcess(sandbox, config, SET, workdir / "relay-apply.log")
+    _stack.create_set(sandbox, set_name, source, [_schema.ORDERS])
+    topic = _stack.topic_of(set_name)
     kafka = sandbox.kafka_config()
+    if partitions != 1:
+        _stack.create_partitioned_topic(sandbox, topic, partitions)
+    config = _stack.write_relay_yml(
+        workdir / f"relay-{set_name}.yml", sandbox, partitions=partitions
+    )
+    relay = _stack.RelayProcess(sandbox, config, set_name, workdir / f"relay-{set_name}.log")
     try:
         # One row in and out: the relay leads, the topic exists, the source is empty again.
         _stack.execute(source, [_schema.insert_orders(0, 1), _schema.delete_orders(0, 1)])
-        _stack.wait_for(lambda: _stack.queue_drained(source, SET), 90, "the apply relay", relay)
-        start = _stack.end_offset(kafka, _stack.topic_of(SET))
+        _stack.wait_for(
+            lambda: _stack.queue_drained(source, set_name), 90, "the apply relay", relay
+        )
+        starts = _stack.end_offsets(kafka, topic, partitions)
         snapshot = str(_stack.fetch_value(source, "SELECT txid_current_snapshot()::text"))
         plan = _workload.mixed_plan(settings.apply_mutations, CHUNK)
         conn = psycopg2.connect(source)
@@ -145,15 +168,18 @@ def produce_stream(sandbox: SandboxConnection, settings: Settings, workdir: Path
         finally:
             conn.close()
         _stack.wait_for(
-            lambda: _stack.queue_drained(source, SET),
+            lambda: _stack.queue_drained(source, set_name),
             max(120.0, settings.apply_mutations / 500),
             "the relay to publish the apply workload",
             relay,
         )
-        end = _stack.end_offset(kafka, _stack.topic_of(SET))
+        ends = _stack.end_offsets(kafka, topic, partitions)
     finally:
         relay.stop()
-    return Stream(source, snapshot, start, end, _workload.total_mutations(plan))
+    mutations = _workload.total_mutations(plan)
+    if partitions == 1:
+        return Stream(source, snapshot, starts[0], ends[0], mutations)
+    return Stream(source, snapshot, sum(starts), sum(ends), mutations, starts)
 
 
 def worker_run(
@@ -166,12 +192,13 @@ def worker_run(
     driver_only: bool = False,
     audit: bool = False,
     spark: Any = None,
+    task_rows: int = TASK_ROWS,
 ) -> tuple[float, int, _proc.Usage]:
     """Seconds, mutations applied on the driver and resource use of one worker pass over the
     stream (of this process and its children, or with ``driver_only`` of this process
     alone); ``audit`` turns the target's audit table on; with ``spark``, every micro-batch
-    the staged path takes is staged by Spark tasks and committed once (an error if none
-    was)."""
+    the staged path takes is staged by Spark tasks (of about ``task_rows`` row changes)
+    and committed once (an error if none was)."""
     kafka = sandbox.kafka_config()
     properties = {key: value for key, value in kafka.items() if key != "bootstrap.servers"}
     target = CountingTarget(
@@ -186,6 +213,7 @@ def worker_run(
         stream=reader,
         target=target,
         stage_min_mutations=1 if spark is not None else 20_000,
+        stage_task_rows=task_rows,
     )
     set_configuration = _stack.set_configuration(stream.source, [_schema.ORDERS])
     worker = Worker(_stack.CLUSTER, set_name, set_configuration, configuration, spark=spark)
@@ -194,7 +222,7 @@ def worker_run(
     # batch instead of holding the one micro-batch of a quick run on the driver.
     snapshot = "1:1:" if spark is not None else stream.snapshot
     state = WorkerState(
-        "streaming", snapshot, StreamPosition.start((stream.start,)), tables=tuple(tables)
+        "streaming", snapshot, StreamPosition.start(stream.starts), tables=tuple(tables)
     )
     target.open(_stack.CLUSTER, set_name)
     reader.open(_stack.topic_of(set_name))

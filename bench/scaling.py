@@ -1,14 +1,20 @@
-"""Scaling: the staged apply on one Spark core against two, with throughput and CPU per mutation.
+"""Scaling: the staged apply on one Spark core against two, and one partition against four.
 
 The apply group's workload (``apply.produce_stream``) is applied by the
 worker with every eligible micro-batch staged by Spark tasks and committed
 once (``apply.worker_run`` with a session), first on a ``local[1]`` session,
 then on a ``local[2]`` one (a session per master: Spark keeps one per
-process), in alternating rounds within each session. Each run's mutations/s
-and CPU seconds of the worker and its JVM per mutation are kept; the figures
-are local[2] against local[1], reported without a goal: the scaling table of
-issue 26. Partitions 1 against 4 are not measured: the bench's sets publish to
-one partition (``_stack.create_set`` has no partitions setting yet).
+process), in alternating rounds within each session, each session's first
+run a warm-up that is not counted. Every run cuts its micro-batches into
+tasks of a quarter of the workload's row changes (``stage_task_rows``): four
+tasks of the one-partition stream, one per partition of the four, so two
+cores have tasks to share and both streams run the same number. The same workload is
+also relayed to a set topic of four partitions (``partitions: 4``, the topic
+created first as the sandbox's 0.9 broker requires) and applied on the
+``local[2]`` session in rounds alternating with the one-partition stream.
+Each run's mutations/s and CPU seconds of the worker and its JVM per mutation
+are kept; the figures (local[2] against local[1], four partitions against
+one) are reported without a goal: the scaling table of issue 26.
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ from pgshovel.sandbox import SandboxConnection
 logger = logging.getLogger(__name__)
 
 MASTERS = ("local[1]", "local[2]")
-PARTITIONS_NOTE = (
-    "not measured: the bench's sets publish to one partition "
-    "(bench/_stack.py create_set has no partitions setting yet)"
-)
+#: the partitioned stream's set, source database and partitions
+PARTITIONED_SET = "apply_partitioned"
+PARTITIONED_SOURCE = "pgshovel_bench_apply_partitioned"
+PARTITIONS = 4
 
 
 @dataclass
@@ -42,6 +48,9 @@ class ScalingRuns:
     rates: dict[str, list[float]] = field(default_factory=dict)
     #: master -> CPU microseconds per mutation (worker and its JVM) of each run
     cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    #: partitions -> mutations/s and CPU µs per mutation of each run on the last master
+    partition_rates: dict[int, list[float]] = field(default_factory=dict)
+    partition_cpu_us: dict[int, list[float]] = field(default_factory=dict)
     #: why nothing was measured (empty: measured)
     note: str = ""
 
@@ -54,26 +63,70 @@ def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Sc
     if settings.mode != "full":
         return ScalingRuns(note=FULL_ONLY_NOTE)
     stream = apply.produce_stream(sandbox, settings, workdir)
-    tables = read_table_shapes(_stack.set_configuration(stream.source, [_schema.ORDERS]))
+    partitioned = apply.produce_stream(
+        sandbox,
+        settings,
+        workdir,
+        set_name=PARTITIONED_SET,
+        source_name=PARTITIONED_SOURCE,
+        partitions=PARTITIONS,
+    )
+    if partitioned.mutations != stream.mutations:
+        raise RuntimeError("the partitioned stream does not hold the same workload")
     runs = ScalingRuns(mutations=stream.mutations)
+    shapes = {
+        1: read_table_shapes(_stack.set_configuration(stream.source, [_schema.ORDERS])),
+        PARTITIONS: read_table_shapes(
+            _stack.set_configuration(partitioned.source, [_schema.ORDERS])
+        ),
+    }
     for master in MASTERS:
         spark: Any = spark_session(SparkSettings(master=master, conf={"spark.ui.enabled": "false"}))
         try:
+            # Not counted: the session's first job pays the JVM's class loading and JIT.
+            _run(sandbox, stream, shapes[1], spark, apply.SET)
             for number in range(settings.rounds):
-                seconds, _, usage = apply.worker_run(sandbox, stream, tables, spark=spark)
-                runs.rates.setdefault(master, []).append(stream.mutations / seconds)
-                cpu = usage.cpu_seconds * 1_000_000 / max(1, stream.mutations)
+                rate, cpu = _run(sandbox, stream, shapes[1], spark, apply.SET)
+                runs.rates.setdefault(master, []).append(rate)
                 runs.cpu_us.setdefault(master, []).append(cpu)
                 logger.info(
                     "scaling round %d %s: %.0f mutations/s, %.1f µs CPU per mutation",
                     number + 1,
                     master,
-                    runs.rates[master][-1],
+                    rate,
+                    cpu,
+                )
+                if master != MASTERS[-1]:
+                    continue
+                runs.partition_rates.setdefault(1, []).append(rate)
+                runs.partition_cpu_us.setdefault(1, []).append(cpu)
+                rate, cpu = _run(sandbox, partitioned, shapes[PARTITIONS], spark, PARTITIONED_SET)
+                runs.partition_rates.setdefault(PARTITIONS, []).append(rate)
+                runs.partition_cpu_us.setdefault(PARTITIONS, []).append(cpu)
+                logger.info(
+                    "scaling round %d %s, %d partitions: %.0f mutations/s, %.1f µs CPU each",
+                    number + 1,
+                    master,
+                    PARTITIONS,
+                    rate,
                     cpu,
                 )
         finally:
             spark.stop()
     return runs
+
+
+def _run(
+    sandbox: SandboxConnection, stream: apply.Stream, tables: Any, spark: Any, set_name: str
+) -> tuple[float, float]:
+    """Mutations/s and CPU µs per mutation of one staged worker pass over ``stream``."""
+    # Four tasks of a one-partition stream, one per partition of four: as many as two
+    # cores can share, the same count either way.
+    task_rows = max(1, stream.mutations // PARTITIONS)
+    seconds, _, usage = apply.worker_run(
+        sandbox, stream, tables, spark=spark, set_name=set_name, task_rows=task_rows
+    )
+    return stream.mutations / seconds, usage.cpu_seconds * 1_000_000 / max(1, stream.mutations)
 
 
 def figures(runs: ScalingRuns, settings: Settings) -> list[Figure]:
@@ -102,9 +155,22 @@ def figures(runs: ScalingRuns, settings: Settings) -> list[Figure]:
         ),
         Figure(
             key="scaling.partitions",
-            title="apply staged, partitions 4 (mutations/s)",
+            title=f"apply staged, Spark {two}, set topic of {PARTITIONS} partitions (mutations/s)",
             unit="/s",
-            baseline_title="partitions 1",
-            note=PARTITIONS_NOTE,
+            values=runs.partition_rates.get(PARTITIONS, []),
+            baseline=runs.partition_rates.get(1, []),
+            baseline_title="one partition, same workload",
+            details=details,
+            note=runs.note,
+        ),
+        Figure(
+            key="scaling.partitions_cpu",
+            title=f"apply staged, {PARTITIONS} partitions: CPU µs per mutation (worker and JVM)",
+            unit="µs",
+            values=runs.partition_cpu_us.get(PARTITIONS, []),
+            baseline=runs.partition_cpu_us.get(1, []),
+            baseline_title="one partition, same workload",
+            details=details,
+            note=runs.note,
         ),
     ]

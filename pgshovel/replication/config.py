@@ -14,6 +14,7 @@ source_connection: "user=pgshovel_worker"   # optional: libpq keywords added to 
 on_error: exit             # exit | log: what a data error does (transient faults are retried)
 retry_interval: 2.0        # seconds before a micro-batch that failed on a data error is retried
 stage_min_mutations: 20000 # smaller micro-batches are applied by the driver, larger ones staged
+stage_task_rows: 50000     # about how many row changes one staging task reads
 max_backoff: 30.0          # longest wait between retries of a transient fault
 ```
 
@@ -148,6 +149,9 @@ class ReplicationSettings(settings.Settings):
     #: once (docs/scale-out.md); smaller ones, and those the staged path cannot take, are
     #: applied by the driver
     stage_min_mutations: int = Field(20_000, ge=1)
+    #: about how many row changes one staging task reads: a partition's messages of a
+    #: micro-batch are cut into tasks at the first batch boundary past this many
+    stage_task_rows: int = Field(50_000, ge=1)
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
@@ -163,6 +167,7 @@ class ReplicationSettings(settings.Settings):
             retry_interval=self.retry_interval,
             max_backoff=self.max_backoff,
             stage_min_mutations=self.stage_min_mutations,
+            stage_task_rows=self.stage_task_rows,
         )
 
 
@@ -182,6 +187,7 @@ class ReplicationConfiguration:
     retry_interval: float = 2.0
     max_backoff: float = 30.0
     stage_min_mutations: int = 20_000
+    stage_task_rows: int = 50_000
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

@@ -1,21 +1,21 @@
 """The staged apply on the driver: plan a micro-batch's Spark tasks, run them, commit once.
 
-docs/scale-out.md "Stage in parallel, commit once". The driver has validated the
-micro-batch (every partition, joined at common batch boundaries); ``Stager``
-decides whether it may take the staged path — whole ROWS batches, no schema
-change or watermark, the snapshot handoff over, no incremental snapshot under
-way, no broken table, every table in the shape the copy has, at least
+docs/scale-out.md "Stage in parallel, commit once". The driver has validated
+the micro-batch (every partition, joined at common batch boundaries);
+``Stager`` decides whether it may take the staged path — whole ROWS batches, no
+schema change or watermark, the snapshot handoff over, no incremental snapshot
+under way, no broken table, every table in the shape the copy has, at least
 ``stage_min_mutations`` row changes, a target that stages — and otherwise
 leaves it to the driver path unchanged. Staged: one Spark task per run of a
-partition's messages (cut at batch boundaries, about ``TASK_ROWS`` row changes
-each) reads exactly the messages the driver validated (offset, publisher,
-sequence, batch: ``staging.task``), reduces them to the net effect per key and
-stages it in the target under its attempt's own names (PostgreSQL: unlogged
-tables, ``staging.postgres``; Delta and Iceberg: Parquet files,
-``staging.tablefmt``); the driver then commits the micro-batch with the
-worker's state through the target (PostgreSQL: one transaction; the table
-formats: their micro-batch commit) and drops the micro-batch's stages. Nothing
-of it is visible before that commit.
+partition's messages (cut at batch boundaries, about ``stage_task_rows`` row
+changes each, ``TASK_ROWS`` by default) reads exactly the messages the driver
+validated (offset, publisher, sequence, batch: ``staging.task``), reduces them
+to the net effect per key and stages it in the target under its attempt's own
+names (PostgreSQL: unlogged tables, ``staging.postgres``; Delta and Iceberg:
+Parquet files, ``staging.tablefmt``); the driver then commits the micro-batch
+with the worker's state through the target (PostgreSQL: one transaction; the
+table formats: their micro-batch commit) and drops the micro-batch's stages.
+Nothing of it is visible before that commit.
 """
 
 from __future__ import annotations
@@ -225,4 +225,5 @@ def stager_for(spark: Any, configuration: Any) -> Stager:
         consumer_settings(stream.bootstrap_servers, stream.properties),
         stream.topic,
         configuration.stage_min_mutations,
+        configuration.stage_task_rows,
     )

@@ -13,7 +13,8 @@ standby of it (or a separate primary to fail over, see
 :mod:`pgshovel.sandbox._servers`); ``start_spark`` runs a Spark standalone
 cluster beside it from the pyspark package's jars (``stop_spark``,
 ``kill_spark_worker``, ``load_spark``, ``terminate_spark``; see
-:mod:`pgshovel.sandbox._spark`). Logs land in ``postgres.log``,
+:mod:`pgshovel.sandbox._spark`); ``create_topic`` creates a partitioned or
+compacted topic as the 0.9 broker's operator has to. Logs land in ``postgres.log``,
 ``zookeeper.log`` and ``kafka.log`` in the state directory. Kafka's jars come from
 ``$KAFKA_HOME/libs`` when ``KAFKA_HOME`` is set, else from the project's
 ``.deps/kafka/libs`` (``make kafka``); ZooKeeper's from Debian's
@@ -46,6 +47,7 @@ from pgshovel.sandbox._spark import terminate as terminate_spark
 from pgshovel.sandbox._spark_plan import SparkCluster, SparkProcess
 from pgshovel.sandbox._startup import restart_postgres, start_kafka, stop_kafka
 from pgshovel.sandbox._state import load
+from pgshovel.sandbox._topics import create_topic
 
 __all__ = [
     "ChildProcess",
@@ -55,6 +57,7 @@ __all__ = [
     "ServiceStatus",
     "SparkCluster",
     "SparkProcess",
+    "create_topic",
     "data",
     "discard_data",
     "kill_spark_worker",

@@ -11,7 +11,8 @@ rows. Cost: one pass over the table for such a micro-batch (memory: one
 batch), no read of the source. Iceberg changes the schema in place within the
 micro-batch's transaction (renames and drops by field id, int -> long and
 float -> double promotions, a column whose type no cast carries dropped and
-added again as a new field, so its stored values read as NULL); only an added
+added again as a new field, so its stored values read as NULL, then moved
+back to its place in the source's column order); only an added
 column with a value for existing rows rewrites the data files. In both, the
 columns in ``Evolution.recopy`` hold NULL until the table is copied again,
 which the caller starts (the returned ``Evolution`` says so).
@@ -20,6 +21,7 @@ which the caller starts (the returned ``Evolution`` says so).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,8 +68,25 @@ def update_iceberg_schema(transaction: Transaction, evolution: Evolution) -> Non
         for name in evolution.recopy:
             update.delete_column((name,))
     # Adds the new columns and the re-added ones, and promotes widened types, by name.
+    wanted = stored_schema(evolution.after)
     with transaction.update_schema() as update:
-        update.union_by_name(stored_schema(evolution.after))
+        update.union_by_name(wanted)
+    _order_columns(transaction, wanted.names)
+
+
+def _order_columns(transaction: Transaction, names: list[str]) -> None:
+    """Put the table's columns in the order of ``names`` (columns it does not name last, in
+    their order): a column re-added by a type change the schema cannot promote lands at the
+    end, where the source did not move it."""
+    current = [field.name for field in transaction.table_metadata.schema().fields]
+    wanted = [name for name in names if name in current]
+    wanted += [name for name in current if name not in wanted]
+    if current == wanted:
+        return
+    with transaction.update_schema() as update:
+        update.move_first((wanted[0],))
+        for previous, name in pairwise(wanted):
+            update.move_after((name,), (previous,))
 
 
 def rewrite_iceberg_files(

@@ -119,11 +119,29 @@ class TargetUnderTest:
             assert self.root is not None
             shape = self.shape(table)
             names, _ = read_table(self.table_format, self.root, shape)
-            assert names == list(shape.column_names), f"{table}: the table's own columns"
+            assert names == list(shape.column_names), (
+                f"{table}: the table's own columns {names!r}, the stored shape's "
+                f"{list(shape.column_names)!r}"
+            )
             return [(column.name, column.sql_type) for column in shape.columns]
         if self.path is not None:
             return parquet_columns(self.path, table)
         return source_columns(self.dsn, table)
+
+    def holds(self, table: str) -> bool:
+        """Whether the copy still has ``public.table`` (state and data)."""
+        if self.table_format:
+            state = self.state()
+            return state is not None and state.table("public", table) is not None
+        if self.path is not None:
+            state = parquet_state(self.path)
+            return state is not None and state.table("public", table) is not None
+        connection = connect(self.dsn, "pgshovel-tests")
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", (f"public.{table}",))
+            (found,) = cursor.fetchone()
+        connection.close()
+        return found is not None
 
     def rows(self, table: str) -> list[tuple[str | None, ...]]:
         if self.table_format:

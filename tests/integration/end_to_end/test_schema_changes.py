@@ -2,10 +2,13 @@
 
 A source table is altered step by step (constant and volatile defaults, a
 dropped and a renamed column, int4 -> int8 followed by values past int4, a type
-change with USING, a renamed table, an index) while threads keep writing, and
+change with USING, a renamed table, an index, a dropped table) while threads keep writing, and
 the relay and the worker are killed -9 between the steps and restarted. Once
 the writes stop and the worker caught up (and copied again what DDL rewrote),
-each target table has the source's columns (names, order, types) and rows.
+each target table has the source's columns (names, order, types) and rows —
+for PostgreSQL, Parquet, Delta Lake and Iceberg (read through their own
+readers; Delta rewrites the table for a drop, rename or type change, Iceberg
+changes its schema in place and moves a re-added column back to its place).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ SCHEMA = """
 CREATE TABLE live (id integer PRIMARY KEY, a integer NOT NULL, s text, n numeric(12,2),
                    d text, e text);
 CREATE TABLE moved (id integer PRIMARY KEY, v text);
+CREATE TABLE doomed (id integer PRIMARY KEY, v text);
+INSERT INTO doomed SELECT g, 'x' || g FROM generate_series(1, 50) g;
 INSERT INTO live SELECT g, g, 's' || g, g / 3.0, 'd', 'e' || g FROM generate_series(1, 600) g;
 INSERT INTO moved SELECT g, 'v' || g FROM generate_series(1, 200) g;
 """
@@ -48,9 +53,10 @@ STEPS = (
     ("ALTER TABLE live ALTER COLUMN n TYPE numeric(14,4) USING n * 2", "worker"),
     ("ALTER TABLE moved RENAME TO moved2", "relay"),
     ("CREATE INDEX live_a ON live (a)", "worker"),
+    ("DROP TABLE doomed", "relay"),
 )
 #: writes before each step's DDL and between the DDL and the kill: at least this long and
-#: this many commits (8 steps * 2 * 8 commits: the "kept writing" check below holds by design)
+#: this many commits (9 steps * 2 * 8 commits: the "kept writing" check below holds by design)
 STEP_PAUSE = 0.5
 STEP_COMMITS = 8
 
@@ -89,7 +95,7 @@ class Writer(WriterThreads):
             )
 
 
-@pytest.mark.parametrize("target_kind", ["postgresql", "parquet"])
+@pytest.mark.parametrize("target_kind", ["postgresql", "parquet", "delta", "iceberg"])
 def test_every_target_follows_schema_changes_under_writes_and_kills(
     target_kind: str,
     sandbox: SandboxConnection,
@@ -104,7 +110,9 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
     with psycopg2.connect(source) as connection, connection.cursor() as cursor:
         cursor.execute(SCHEMA)
     connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "live"}, {"name": "moved"}])
+    install(
+        zookeeper, cluster_name, source, [{"name": "live"}, {"name": "moved"}, {"name": "doomed"}]
+    )
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
     progress = copy.progress
     configuration = write_replication_yml(
@@ -188,7 +196,9 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
     log = (tmp_path / "worker.log").read_text()
     assert "copied again" in log, "the volatile default and USING made the worker copy live again"
 
+    assert not copy.holds("doomed"), "DROP TABLE dropped the copy's table"
     for table in ("live", "moved2"):
+        assert copy.holds(table), table
         assert copy.columns(table) == source_columns(source, table), table
         assert copy.rows(table) == source_rows(source, table), table
     assert [name for name, _ in source_columns(source, "live")] == [

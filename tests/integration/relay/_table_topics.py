@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import psycopg2
@@ -16,42 +13,14 @@ from confluent_kafka import Consumer, TopicPartition
 from psycopg2 import sql
 
 from pgshovel.sandbox import SandboxConnection
-from pgshovel.sandbox._java import java_executable, kafka_libs
-from pgshovel.sandbox._render import KAFKA_CHROOT
+from pgshovel.sandbox import create_topic as sandbox_create_topic
 
 
 def create_topic(
     sandbox: SandboxConnection, topic: str, partitions: int = 1, compact: bool = False
 ) -> None:
     """Create ``topic`` with kafka-topics.sh, as an operator of a 0.9 broker has to."""
-    tool = kafka_libs().parent / "bin" / "kafka-topics.sh"
-    zookeeper = f"{sandbox.zookeeper_hosts}{KAFKA_CHROOT}"
-    command = [
-        str(tool),
-        "--zookeeper",
-        zookeeper,
-        "--create",
-        "--topic",
-        topic,
-        "--partitions",
-        str(partitions),
-        "--replication-factor",
-        "1",
-    ]
-    if compact:
-        command += ["--config", "cleanup.policy=compact"]
-    java_home = str(Path(java_executable()).resolve().parent.parent)
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "JAVA_HOME": java_home},
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0 and "Created topic" in result.stdout, (
-        result.stdout + result.stderr
-    )
+    sandbox_create_topic(sandbox, topic, partitions, compact)
 
 
 def read_all(

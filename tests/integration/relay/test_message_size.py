@@ -14,9 +14,7 @@ a gap).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import psycopg2
@@ -24,8 +22,7 @@ import pytest
 import yaml
 
 from pgshovel.sandbox import SandboxConnection
-from pgshovel.sandbox._java import java_executable, kafka_libs
-from pgshovel.sandbox._render import KAFKA_CHROOT
+from pgshovel.sandbox._topics import kafka_tool
 from tests.integration.relay._relay import (
     RelayProcess,
     queue_drained,
@@ -55,29 +52,10 @@ def execute(dsn: str, statement: str, *arguments: object) -> None:
 
 def raise_topic_limit(sandbox: SandboxConnection, topic: str, limit: int) -> None:
     """The remedy's broker part: the topic's ``max.message.bytes``, with kafka-configs.sh."""
-    tool = kafka_libs().parent / "bin" / "kafka-configs.sh"
-    command = [
-        str(tool),
-        "--zookeeper",
-        f"{sandbox.zookeeper_hosts}{KAFKA_CHROOT}",
-        "--alter",
-        "--entity-type",
-        "topics",
-        "--entity-name",
-        topic,
-        "--add-config",
-        f"max.message.bytes={limit}",
-    ]
-    java_home = str(Path(java_executable()).resolve().parent.parent)
-    result = subprocess.run(
-        command,
-        input="y\n",  # it asks whether the consumers' and replicas' limits follow
-        capture_output=True,
-        text=True,
-        env={**os.environ, "JAVA_HOME": java_home},
-        timeout=120,
-        check=False,
-    )
+    arguments = ["--alter", "--entity-type", "topics", "--entity-name", topic]
+    arguments += ["--add-config", f"max.message.bytes={limit}"]
+    # it asks whether the consumers' and replicas' limits follow
+    result = kafka_tool(sandbox, "kafka-configs.sh", arguments, "y\n")
     assert result.returncode == 0 and "Updated config for topic" in result.stdout, (
         result.stdout + result.stderr
     )

@@ -10,6 +10,7 @@ from pgshovel.errors import ConfigurationError
 from pgshovel.replication.config import load_configuration
 from pgshovel.replication.loaders import PostgresSnapshotLoader
 from pgshovel.replication.spark import session_conf
+from pgshovel.replication.staged import TASK_ROWS, stager_for
 from pgshovel.replication.streams import KafkaStream
 from pgshovel.replication.targets.postgresql import PostgresTarget
 
@@ -82,6 +83,10 @@ def test_spark_defaults_to_local(tmp_path: Path) -> None:
             ("target:\n", "on_error: ignore\ntarget:\n"),
             r"on_error: expected one of \['exit', 'log'\], got 'ignore'",
         ),
+        (
+            ("target:\n", "stage_task_rows: 0\ntarget:\n"),
+            r"stage_task_rows: must be >= 1, got 0",
+        ),
     ],
 )
 def test_errors_name_file_and_key(tmp_path: Path, change: tuple[str, str], message: str) -> None:
@@ -89,6 +94,20 @@ def test_errors_name_file_and_key(tmp_path: Path, change: tuple[str, str], messa
     with pytest.raises(ConfigurationError, match=message) as raised:
         load_configuration(path)
     assert str(path) in str(raised.value)
+
+
+def test_staging_tasks_are_cut_at_the_configured_size(tmp_path: Path) -> None:
+    """``stage_task_rows`` reaches the stager that cuts a micro-batch into Spark tasks."""
+    default = load_configuration(write(tmp_path, VALID))
+    assert default.stage_task_rows == TASK_ROWS == 50_000
+    configuration = load_configuration(
+        write(tmp_path, VALID.replace("target:\n", "stage_task_rows: 1234\ntarget:\n", 1))
+    )
+    assert configuration.stage_task_rows == 1234
+    assert isinstance(configuration.stream, KafkaStream)
+    configuration.stream.topic = "cluster.set"  # what open() names it; nothing is connected
+    stager = stager_for(object(), configuration)
+    assert (stager.task_rows, stager.topic) == (1234, "cluster.set")
 
 
 def test_missing_section_is_named(tmp_path: Path) -> None:

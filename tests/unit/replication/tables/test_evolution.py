@@ -79,6 +79,9 @@ def read(kind: str, tables: Any, shape: TableShape) -> dict[int, dict[str, Any]]
         else pl.scan_iceberg(tables.table(shape)).collect()
     )
     names = list(shape.column_names)
+    # The table's own column order is the source's (a re-added column moves back in place).
+    assert [name for name in polars.columns if name in names] == names
+    assert [name for name in data.column_names if name in names] == names
     ours = {row["id"]: row for row in data.select(names).to_pylist()}
     theirs = {row["id"]: row for row in polars.select(names).to_dicts()}
     assert ours == theirs
