@@ -139,9 +139,9 @@ class TargetUnderTest:
         connection = connect(self.dsn, "pgshovel-tests")
         with connection, connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass(%s)", (f"public.{table}",))
-            (found,) = cursor.fetchone()
+            row = cursor.fetchone()
         connection.close()
-        return found is not None
+        return row is not None and row[0] is not None
 
     def rows(self, table: str) -> list[tuple[str | None, ...]]:
         if self.table_format:

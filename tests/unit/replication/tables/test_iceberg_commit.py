@@ -12,11 +12,12 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from pgshovel.errors import ProgrammingError, SchemaError
 from pgshovel.replication.tables._effect import DELETED
-from pgshovel.replication.tables._iceberg import IcebergTables
+from pgshovel.replication.tables._iceberg import IcebergTables, split_at
 from pgshovel.source import Column, TableShape
 from tests.unit.replication.tables._model import (
     ITEMS,
@@ -167,3 +168,13 @@ def test_micro_batches_near_each_other_rewrite_only_the_rows_of_their_range(
     # (the kept rows within the range and the upserts of the one before), not the file again.
     assert rewritten[0] >= 3000
     assert max(rewritten[1:]) <= 400, rewritten
+
+
+def test_split_at_keeps_every_row_exactly_once() -> None:
+    keys = pa.array([12, None, 5, 1, 9, 4, 10], pa.int64())
+    rows = pa.table({"id": keys, "name": pa.array([str(key) for key in keys.to_pylist()])})
+    parts = split_at(rows, "id", pc.min_max(pa.array([4, 10], pa.int64())))
+    assert [part.column("id").to_pylist() for part in parts] == [[1], [None, 5, 9, 4, 10], [12]]
+    # A key type Arrow does not order stays one part (the rows as they were).
+    opaque = pa.table({"id": pa.array([b"b" * 16, b"a" * 16], pa.binary(16))})
+    assert split_at(opaque, "id", pc.min_max(opaque.column("id"))) == [opaque]
