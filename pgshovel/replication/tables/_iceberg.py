@@ -45,7 +45,7 @@ from pgshovel.replication.tables._evolution import Defaults, Evolution
 from pgshovel.replication.targets._parquet_tables import is_in_keys
 from pgshovel.source import TableShape
 
-__all__ = ["IcebergTables", "key_bounds", "split_at"]
+__all__ = ["IcebergTables", "key_bounds", "same_schema", "split_at"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,21 @@ def key_bounds(shape: TableShape, keys: pa.Table) -> BooleanExpression:
     extremes = pc.min_max(keys.column(first))
     low, high = extremes["min"].as_py(), extremes["max"].as_py()
     return And(GreaterThanOrEqual(term=first, value=low), LessThanOrEqual(term=first, value=high))
+
+
+def same_schema(tables: list[pa.Table]) -> list[pa.Table]:
+    """``tables`` concatenated per Arrow schema, in order of first appearance: files written
+    before a schema change, or by another writer, may read back with other types (string
+    and large_string) and are written as they were rather than cast."""
+    groups: list[list[pa.Table]] = []
+    for table in tables:
+        for group in groups:
+            if group[0].schema.equals(table.schema):
+                group.append(table)
+                break
+        else:
+            groups.append([table])
+    return [pa.concat_tables(group) for group in groups]
 
 
 def split_at(rows: pa.Table, column: str, extremes: pa.StructScalar) -> list[pa.Table]:
@@ -209,9 +224,9 @@ class IcebergTables:
                     if pc.any(touched).as_py():
                         change.remove([task.file])
                         kept.append(rows.filter(pc.invert(touched)))
-                if kept:
-                    extremes = pc.min_max(keys.column(shape.key[0]))
-                    for part in split_at(pa.concat_tables(kept), shape.key[0], extremes):
+                extremes = pc.min_max(keys.column(shape.key[0]))
+                for rows in same_schema(kept):
+                    for part in split_at(rows, shape.key[0], extremes):
                         change.write(part)
                 read = len(tasks)
             change.write(effect.upserts())

@@ -17,7 +17,7 @@ import pytest
 
 from pgshovel.errors import ProgrammingError, SchemaError
 from pgshovel.replication.tables._effect import DELETED
-from pgshovel.replication.tables._iceberg import IcebergTables, split_at
+from pgshovel.replication.tables._iceberg import IcebergTables, same_schema, split_at
 from pgshovel.source import Column, TableShape
 from tests.unit.replication.tables._model import (
     ITEMS,
@@ -178,3 +178,11 @@ def test_split_at_keeps_every_row_exactly_once() -> None:
     # A key type Arrow does not order stays one part (the rows as they were).
     opaque = pa.table({"id": pa.array([b"b" * 16, b"a" * 16], pa.binary(16))})
     assert split_at(opaque, "id", pc.min_max(opaque.column("id"))) == [opaque]
+
+
+def test_kept_rows_read_with_other_types_are_joined_per_schema() -> None:
+    small = pa.table({"id": pa.array([1], pa.int64()), "a": pa.array(["x"], pa.string())})
+    large = pa.table({"id": pa.array([2], pa.int64()), "a": pa.array(["y"], pa.large_string())})
+    joined = same_schema([small, large, small])
+    assert [table.schema for table in joined] == [small.schema, large.schema]
+    assert [table.column("id").to_pylist() for table in joined] == [[1, 1], [2]]
