@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pgshovel.stream.batches import CommittedBatch
     from pgshovel.stream.plan import MicroBatchPlan
     from pgshovel.stream.position import StreamPosition
-    from pgshovel.stream.rows import EncodedChange
+    from pgshovel.stream.rows_builder import EncodedChange, EncodedRun
     from pgshovel.stream.state import WorkerState
 
 __all__ = [
@@ -182,6 +182,13 @@ class RowEncoder(Protocol):
     def encode(self, event: EventRow) -> EncodedChange:
         """The row change of a mutation ``event`` and the set topic partitions it goes to;
         raises ``CodecError`` or ``SchemaError`` for an event it cannot encode."""
+        ...
+
+    def encode_run(self, events: Sequence[EventRow]) -> EncodedRun | None:
+        """The row changes of a run of mutation events sharing type, time, transaction, table,
+        set version and key columns, all to partition 0, checked as ``encode`` checks each;
+        None when the events must go through ``encode`` one by one (which then raises the
+        error of the first event at fault)."""
         ...
 
 

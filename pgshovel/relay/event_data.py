@@ -15,7 +15,7 @@ import orjson
 
 from pgshovel.errors import CodecError
 
-__all__ = ["PREVIOUS_PROVENANCE", "parse_rows", "provenance_fields"]
+__all__ = ["PREVIOUS_PROVENANCE", "parse_rows", "parse_run", "provenance_fields"]
 
 _NO_ROWS = (None, None, None)
 #: A statement trigger's events after its first carry this instead of the provenance
@@ -53,6 +53,52 @@ def parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
     if not (old is None or type(old) is dict) or not (new is None or type(new) is dict):
         raise CodecError(f"event {event_id}: expected [old, new] as objects or nulls, got {data!r}")
     return old, new, provenance
+
+
+# What ``parse_run`` takes: every event's data one shape.
+_LIST: set[type] = {list}
+_DICT: set[type] = {dict}
+_NONE: set[type] = {type(None)}
+_ROW_LENGTHS = {2, 3}
+_WITH_PROVENANCE = {3}
+_PROVENANCE_TYPES: set[type] = {dict, int}
+
+
+def parse_run(
+    data: list[str | None],
+) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None, tuple[Any, ...] | None] | None:
+    """``(olds, news, provenances)`` of a run of events' data, each a tuple with the event's
+    ``parse_rows`` part in order, or None where every event has none; None overall unless
+    every event's data is what ``parse_rows`` accepts, and each part the same kind for all
+    (every old row an object, or every one null; the same for the new rows; a provenance
+    in every event or in none): then ``parse_rows`` of each says what (or what is wrong)."""
+    if not all(data):
+        return None
+    try:
+        parsed = list(map(orjson.loads, data))  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    if set(map(type, parsed)) != _LIST:
+        return None
+    lengths = set(map(len, parsed))
+    if not lengths <= _ROW_LENGTHS or len(lengths) != 1:
+        return None
+    columns = list(zip(*parsed, strict=True))
+    parts: list[tuple[Any, ...] | None] = []
+    for part in columns[:2]:
+        kinds = set(map(type, part))
+        if kinds != _DICT and kinds != _NONE:
+            return None
+        parts.append(part if kinds == _DICT else None)
+    provenances = None
+    if lengths == _WITH_PROVENANCE:
+        provenances = columns[2]
+        kinds = set(map(type, provenances))
+        if not kinds <= _PROVENANCE_TYPES:
+            return None
+        if int in kinds and any(type(p) is int and p != PREVIOUS_PROVENANCE for p in provenances):
+            return None
+    return parts[0], parts[1], provenances
 
 
 #: The provenance object's keys (sql/capture.sql), in Provenance field order, and the JSON

@@ -22,13 +22,15 @@ changes in event order).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from pgshovel.abc import EventDecoder, EventRow
 from pgshovel.protocol import stream_pb2
 from pgshovel.stream.publisher import Publisher
-from pgshovel.stream.rows import RowsBuilder
+from pgshovel.stream.rows_builder import CHANGE_ALLOWANCE, EncodedChange, RowsBuilder
 
 __all__ = ["MutationFramer", "RowFramer"]
 
@@ -37,6 +39,11 @@ SCHEMA_EVENT, WATERMARK_EVENT = "S", "W"
 #: ``PgqQueue.fetch_size`` rows at a time)
 PUSH_CHUNK = 5_000
 ROWS = stream_pb2.Begin.ROWS
+#: ROWS: the most events encoded as one run (a message holds thousands: a run that would
+#: fill it is added change by change, so each message ends where it would one by one)
+RUN_EVENTS = 200
+#: what a run of events shares (type first): a packed row's run of changes
+_run_key = operator.itemgetter(3, 1, 2, 5, 6, 7, 8)
 
 
 class MutationFramer:
@@ -166,10 +173,30 @@ class RowFramer:
             self._append(partition, message)
 
     def add(self, events: Sequence[EventRow]) -> None:
-        builders = self._builders
-        counts = self._counts
+        if self.partitions != 1:
+            self._add_each(events)
+            return
+        encode_run = self.encoder.encode_run
+        builder = self._builders[0]
+        for key, group in groupby(events, _run_key):
+            if key[0] == SCHEMA_EVENT or key[0] == WATERMARK_EVENT:
+                self._add_each(list(group))
+                continue
+            events_of_run = list(group)
+            for start in range(0, len(events_of_run), RUN_EVENTS):
+                run = events_of_run[start : start + RUN_EVENTS]
+                encoded = encode_run(run) if len(run) > 1 else None
+                if encoded is None:
+                    self._add_each(run)
+                elif builder.add_run(encoded, self.max_message_bytes):
+                    self._counts[0] += len(run)
+                else:  # the run would end the message: its changes one by one, as they fit
+                    for change in encoded.changes():
+                        self._add_change(change)
+
+    def _add_each(self, events: Sequence[EventRow]) -> None:
+        """Frame ``events`` one by one."""
         encode = self.encoder.encode
-        limit = self.max_message_bytes
         for row in events:
             kind = row[3]
             if kind == SCHEMA_EVENT or kind == WATERMARK_EVENT:
@@ -181,22 +208,26 @@ class RowFramer:
                     message.CopyFrom(marker)
                     self._append(partition, publisher.stamp(self._batch, message))
                 continue
-            change = encode(row)
-            size = len(change.old or b"") + len(change.new or b"") + 64
-            if any(
-                builders[partition].count and builders[partition].size + size > limit
-                for partition in change.partitions
-            ):
-                # A message holds what fits; a row larger than the limit travels alone.
-                self._round()
-            full = False
-            for partition in change.partitions:
-                builder = builders[partition]
-                builder.add_change(change)
-                counts[partition] += 1
-                full = full or builder.size >= limit
-            if full:
-                self._round()
+            self._add_change(encode(row))
+
+    def _add_change(self, change: EncodedChange) -> None:
+        builders = self._builders
+        limit = self.max_message_bytes
+        size = len(change.old or b"") + len(change.new or b"") + CHANGE_ALLOWANCE
+        if any(
+            builders[partition].count and builders[partition].size + size > limit
+            for partition in change.partitions
+        ):
+            # A message holds what fits; a row larger than the limit travels alone.
+            self._round()
+        full = False
+        for partition in change.partitions:
+            builder = builders[partition]
+            builder.add_change(change)
+            self._counts[partition] += 1
+            full = full or builder.size >= limit
+        if full:
+            self._round()
 
     def _round(self) -> None:
         """Frame every partition's pending rows (a round: the same run of events in each)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -92,8 +93,17 @@ def expand(row: EventRow) -> list[EventRow]:
         if end > len(lines):
             raise _malformed(row, f"has {len(lines)} changes, fewer than its runs count")
         events.extend(
-            (first + offset, time, txid, kind, line, schema, name, version, keys)
-            for offset, line in enumerate(lines[position:end])
+            zip(
+                range(first, first + count),
+                repeat(time),
+                repeat(txid),
+                repeat(kind),
+                lines[position:end],
+                repeat(schema),
+                repeat(name),
+                repeat(version),
+                repeat(keys),
+            )
         )
         position = end
         after = first + count - 1

@@ -50,6 +50,7 @@ def _tick_message(tick: TickInfo) -> stream_pb2.Tick:
 
 
 _event_time = operator.itemgetter(1)
+_kind_and_table = operator.itemgetter(3, 5, 6)
 
 
 class BatchPublisher:
@@ -102,7 +103,8 @@ class BatchPublisher:
         start_tick = batch.start.timestamp / 1e6
         metrics = self.metrics
         metrics.publishing = True
-        tables: Counter[tuple[str, str]] = Counter()
+        #: events by (type, schema, table): counted at C speed, mutations picked at the end
+        seen: Counter[tuple[str, str, str]] = Counter()
         # A batch that cannot hold an event (the queue's sequence did not move between its
         # ticks) leaves the lag alone: its start tick may be old, nothing of it is pending.
         may_hold = batch.start.event_seq is None or batch.start.event_seq != batch.end.event_seq
@@ -131,7 +133,7 @@ class BatchPublisher:
                 if chunk_oldest < oldest_event:
                     oldest_event = chunk_oldest
                     metrics.refine(oldest_event, start_tick)
-                tables.update((row[5], row[6]) for row in chunk if row[3] in EVENT_TYPES)
+                seen.update(map(_kind_and_table, chunk))
                 framer.add(chunk)
                 count += len(chunk)
                 mark = clock()
@@ -160,7 +162,9 @@ class BatchPublisher:
         metrics.batches += 1
         metrics.events += count
         metrics.bytes += sent
-        metrics.tables.update(tables)
+        for (kind, schema, name), events in seen.items():
+            if kind in EVENT_TYPES:
+                metrics.tables[(schema, name)] += events
         metrics.publishing = False
         logger.log(
             logging.INFO if count else logging.DEBUG,  # an idle tick's batch is no news

@@ -17,15 +17,21 @@ from __future__ import annotations
 import json
 import operator
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgshovel.errors import CodecError, SchemaError
 from pgshovel.protocol import stream_pb2
-from pgshovel.relay.event_data import PREVIOUS_PROVENANCE, parse_rows, provenance_fields
+from pgshovel.relay.event_data import (
+    PREVIOUS_PROVENANCE,
+    parse_rows,
+    parse_run,
+    provenance_fields,
+)
 from pgshovel.relay.schema import SchemaTracker, TableState
 from pgshovel.stream.operations import EVENT_TYPES
-from pgshovel.stream.rows import EncodedChange, copy_field, partition_of
+from pgshovel.stream.rows import copy_field, partition_of
+from pgshovel.stream.rows_builder import EncodedChange, EncodedRun
 
 __all__ = ["RowsEncoder"]
 
@@ -100,6 +106,73 @@ class RowsEncoder:
             None if provenance is None else self._provenance_of(event_id, txid, provenance),
             self._route(operation, schema, name, keys, old, new),
         )
+
+    def encode_run(self, events: Sequence[tuple[Any, ...]]) -> EncodedRun | None:
+        """The row changes of a run of mutation events with the same type, time, transaction,
+        table, set version and key columns (a packed row's run), for a set topic of one
+        partition: every event checked as ``encode`` checks it, the work done once per run
+        where it does not depend on the row. None when ``encode`` must take the events one
+        by one (another partition count, an event that is not the usual shape, an error:
+        ``encode`` then names the event)."""
+        if self._partitions != 1:
+            return None
+        event_id, time, txid, kind, _, schema, name, version, keys_text = events[0]
+        operation = EVENT_TYPES.get(kind)
+        if operation is None or operation == _TRUNCATE:
+            return None
+        parsed = parse_run([event[4] for event in events])
+        if parsed is None:
+            return None
+        olds, news, found = parsed
+        schema, name = schema or "", name or ""
+        state = self._schemas.table(schema, name, event_id)
+        names = state.names
+        for rows in (olds, news):
+            if rows is not None and not all(map(names.issuperset, rows)):
+                return None
+        keys = self._key_columns(event_id, keys_text)
+        table, values = self._row_table(state, schema, name, keys, version or "")
+        ids = [event[0] for event in events]
+        provenances = None
+        try:
+            old_lines = None if olds is None else self._lines(olds, values, ids, schema, name)
+            new_lines = None if news is None else self._lines(news, values, ids, schema, name)
+            if found is not None:
+                provenances = [
+                    self._provenance_of(number, txid, provenance)
+                    for number, provenance in zip(ids, found, strict=True)
+                ]
+        except (CodecError, SchemaError):
+            return None  # ``encode`` one by one names the first event at fault, as always
+        return EncodedRun(table, operation, txid, time, ids, old_lines, new_lines, provenances)
+
+    def _lines(
+        self,
+        rows: Sequence[dict[str, Any]],
+        values: Values,
+        ids: list[int],
+        schema: str,
+        name: str,
+    ) -> list[bytes]:
+        """``_line`` of every row of a run: joined and checked as one text when no value is
+        NULL or holds a character COPY escapes (the usual run), else row by row."""
+        try:
+            joined = list(map("\t".join, map(values.get, rows)))
+        except (KeyError, TypeError):
+            joined = None
+        if joined is not None:
+            text = "\n".join(joined)
+            if (
+                "\\" not in text
+                and "\r" not in text
+                and text.count("\n") == len(joined) - 1
+                and text.count("\t") == values.tabs * len(joined)
+            ):
+                return text.encode().split(b"\n")
+        return [
+            self._line(row, values, event_id, schema, name)
+            for row, event_id in zip(rows, ids, strict=True)
+        ]
 
     def _route(
         self,

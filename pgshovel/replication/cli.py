@@ -4,7 +4,8 @@ The set's configuration comes from ZooKeeper (``/<cluster>/sets/<set>``). The
 first SIGINT or SIGTERM stops the worker after the current micro-batch, also
 when it is sent to the whole process group (Ctrl-C, systemd: Spark's JVM
 ignores both, see ``pgshovel.replication.spark``); a second SIGINT exits at
-once (see ``pgshovel._signals``).
+once (see ``pgshovel._signals``). The process ends without the interpreter's
+teardown once the worker stopped (``_cli.run_and_leave``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 
-from pgshovel._cli import GlobalOptions, process_command, run
+from pgshovel._cli import GlobalOptions, process_command, run_and_leave
 from pgshovel._signals import StopRequest
 from pgshovel.cluster.zookeeper import ClusterStore, connect
 from pgshovel.metrics import serve
@@ -79,4 +80,6 @@ def command(options: GlobalOptions, configuration: Path, set_name: str) -> None:
 
 
 def main() -> None:
-    run(command)
+    # Leaves without the interpreter's teardown, which delta-rs's and Arrow's native
+    # threads sometimes abort after a clean stop (status 134; see ``_cli.leave``).
+    run_and_leave(command)

@@ -6,9 +6,10 @@ no newline) holding its captured columns in the order of the shape the message
 carries in ``tables``. The values are PostgreSQL's own text output, so nothing is
 lost, and a PostgreSQL target copies the line as it is.
 
-The writing side (``RowsBuilder``) joins pre-encoded bytes exactly as the
-protobuf runtime would serialize the message (fields in number order, zero
-scalars left out): the relay never builds a message object per row. The reading
+The writing side (``RowsBuilder``, in ``pgshovel.stream.rows_builder``) joins
+pre-encoded bytes exactly as the protobuf runtime would serialize the message
+(fields in number order, zero scalars left out): the relay never builds a
+message object per row. The reading
 side turns a message back into protocol ``Mutation``s (``to_mutations``, typed
 with the codec's fillers, for readers that want the per-mutation form) or into
 text fields (``split_line``). ``partition_of`` routes a row to a partition of the
@@ -18,17 +19,17 @@ set topic by its table and key.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
 
 from pgshovel.errors import CodecError
 from pgshovel.protocol import stream_pb2
-from pgshovel.stream._codec_wire import clustered_varint, length_prefixed, signed, varint
 from pgshovel.stream.codec import decode_error, filler_for
+from pgshovel.stream.rows_builder import EncodedChange, EncodedRun, RowsBuilder
 
 __all__ = [
     "NULL_FIELD",
     "EncodedChange",
+    "EncodedRun",
     "RowsBuilder",
     "copy_field",
     "copy_line",
@@ -42,12 +43,6 @@ __all__ = [
 NULL_FIELD = "\\N"
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f", "v": "\v"}
-
-# MutationBatch fields: tables, changes, provenances, count.
-_TABLES, _CHANGES, _PROVENANCES, _COUNT = b"\x0a", b"\x12", b"\x1a", b"\x20"
-# RowChange fields.
-_ID, _TABLE, _OPERATION, _TRANSACTION = b"\x08", b"\x10", b"\x18", b"\x20"
-_TIMESTAMP, _OLD, _NEW, _PROVENANCE = b"\x28", b"\x32", b"\x3a", b"\x40"
 
 _INSERT = stream_pb2.Mutation.INSERT
 _UPDATE = stream_pb2.Mutation.UPDATE
@@ -133,123 +128,9 @@ def partition_of(schema: str, table: str, key: Sequence[str] | None, partitions:
     return zlib.crc32(text.encode()) % partitions
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedChange:
-    """One row change ready for ``RowsBuilder.add``, and the partitions it goes to."""
-
-    table: bytes
-    event_id: int
-    operation: int
-    transaction: int
-    timestamp: int
-    old: bytes | None
-    new: bytes | None
-    provenance: bytes | None
-    partitions: tuple[int, ...]
-
-
 def row_table(shape: stream_pb2.TableShape, set_version: str) -> bytes:
     """The serialized ``RowTable`` of a shape and a set version."""
     return stream_pb2.RowTable(shape=shape, set_version=set_version).SerializeToString()
-
-
-@dataclass
-class RowsBuilder:
-    """Collects one partition's row changes into ``MutationBatch`` payloads.
-
-    ``add`` appends a change of a table (its ``RowTable`` bytes, indexed on first use in
-    the message) and takes the provenance's serialized ``Provenance`` (or None);
-    ``take`` returns the serialized ``MutationBatch`` of everything added since the last
-    ``take`` (None when nothing was) and starts a new one. ``size`` is the payload's
-    size so far, for the caller to cut messages at a byte limit.
-    """
-
-    size: int = 0
-    count: int = 0
-    _tables: dict[bytes, int] = field(default_factory=dict)
-    _provenances: dict[bytes, int] = field(default_factory=dict)
-    _changes: list[bytes] = field(default_factory=list)
-    _heads: dict[tuple[int, int], bytes] = field(default_factory=dict)
-    _transaction: int = -1
-    _transaction_piece: bytes = b""
-    _clock: Callable[[int], bytes] = field(default_factory=clustered_varint)
-
-    def add_change(self, change: EncodedChange) -> None:
-        """``add`` of an encoded change."""
-        self.add(
-            change.table,
-            change.event_id,
-            change.operation,
-            change.transaction,
-            change.timestamp,
-            change.old,
-            change.new,
-            change.provenance,
-        )
-
-    def add(
-        self,
-        table: bytes,
-        event_id: int,
-        operation: int,
-        transaction: int,
-        timestamp: int,
-        old: bytes | None,
-        new: bytes | None,
-        provenance: bytes | None = None,
-    ) -> None:
-        index = self._tables.get(table)
-        if index is None:
-            index = self._tables[table] = len(self._tables)
-            self.size += len(table) + 4
-        # The fields in number order: id, table (0 left out), operation, transaction,
-        # timestamp, old, new, provenance; what repeats from change to change is cached.
-        head = self._heads.get((index, operation))
-        if head is None:
-            head = self._heads[(index, operation)] = (
-                (_TABLE + varint(index) if index else b"") + _OPERATION + varint(operation)
-            )
-        if transaction != self._transaction:
-            self._transaction = transaction
-            self._transaction_piece = _TRANSACTION + varint(transaction) if transaction else b""
-        change = b"".join(
-            (
-                _ID,
-                varint(event_id) if event_id >= 0 else signed(event_id),
-                head,
-                self._transaction_piece,
-                _TIMESTAMP + self._clock(timestamp) if timestamp else b"",
-                _OLD + varint(len(old)) + old if old else b"",
-                _NEW + varint(len(new)) + new if new else b"",
-                b"" if provenance is None else _PROVENANCE + varint(self._provenance(provenance)),
-            )
-        )
-        self._changes.append(_CHANGES + varint(len(change)) + change)
-        self.size += len(change) + 4
-        self.count += 1
-
-    def _provenance(self, provenance: bytes) -> int:
-        number = self._provenances.get(provenance)
-        if number is None:
-            number = self._provenances[provenance] = len(self._provenances) + 1
-            self.size += len(provenance) + 4
-        return number
-
-    def take(self) -> bytes | None:
-        if not self._changes:
-            return None
-        payload = b"".join(
-            [
-                *(length_prefixed(_TABLES, table) for table in self._tables),
-                *self._changes,
-                *(length_prefixed(_PROVENANCES, item) for item in self._provenances),
-                _COUNT,
-                varint(self.count),
-            ]
-        )
-        self._tables, self._provenances, self._changes, self._heads = {}, {}, [], {}
-        self.size = self.count = 0
-        return payload
 
 
 # -- reading ------------------------------------------------------------------------------

@@ -105,6 +105,9 @@ class DeltaTables:
         #: bound the merge by the first key column's range (off only to measure what it saves)
         self.prune_by_key_range = prune_by_key_range
         self._open: dict[str, DeltaTable] = {}
+        #: path -> (version, counter): the counter the table held at that version, so a
+        #: commit reads it from the log only when the table moved by other means
+        self._counters: dict[str, tuple[int, int | None]] = {}
 
     # -- tables ---------------------------------------------------------------------
 
@@ -112,7 +115,9 @@ class DeltaTables:
         return table_path(self.root, shape.schema, shape.name)
 
     def exists(self, shape: TableShape) -> bool:
-        return DeltaTable.is_deltatable(self.path(shape), self.storage_options)
+        path = self.path(shape)
+        # An open table exists: whatever removes one forgets it (``forget``).
+        return path in self._open or DeltaTable.is_deltatable(path, self.storage_options)
 
     def table(self, shape: TableShape) -> DeltaTable:
         """The table's current state (cached; this process is its only writer)."""
@@ -132,6 +137,7 @@ class DeltaTables:
     def forget(self, shape: TableShape) -> None:
         """Drop the cached state (after the table was changed by other means)."""
         self._open.pop(self.path(shape), None)
+        self._counters.pop(self.path(shape), None)
 
     def create(self, shape: TableShape, record: CommitRecord | None = None) -> DeltaTable:
         """Create the (empty) table unless it exists; ``record`` is stored with the creation."""
@@ -163,7 +169,15 @@ class DeltaTables:
 
     def counter(self, shape: TableShape) -> int | None:
         """The counter of the last micro-batch the table holds (None: none yet)."""
-        return self.table(shape).transaction_version(self.app_id)
+        path = self.path(shape)
+        table = self.table(shape)
+        version = table.version()
+        known = self._counters.get(path)
+        if known is not None and known[0] == version:
+            return known[1]
+        counter: int | None = table.transaction_version(self.app_id)
+        self._counters[path] = (version, counter)
+        return counter
 
     def commit(
         self,
@@ -181,7 +195,7 @@ class DeltaTables:
         started = time.perf_counter()
         shape = effect.shape
         table = self.table(shape)
-        held = table.transaction_version(self.app_id)
+        held = self.counter(shape)
         if held is not None and held >= record.counter:
             logger.info(
                 "delta table %s already holds micro-batch %d (it holds %d); skipped",
@@ -238,6 +252,7 @@ class DeltaTables:
                 [], mode="append", schema=table.schema(), commit_properties=properties
             )
             table.update_incremental()
+        self._counters[self.path(shape)] = (table.version(), record.counter)
         return CommitResult(
             shape.qualified,
             record.counter,

@@ -6,8 +6,10 @@ default, or any SQLAlchemy URL. A table is ``<schema>.<table>`` in the catalog
 ``<warehouse>/<schema>/<table>`` (names escaped as for Delta). One micro-batch
 is one catalog commit holding one snapshot per touched table: the files whose
 statistics overlap the first key column's range are read, those holding a
-touched key are replaced by their other rows, and the surviving rows of the
-net effect are added (``_iceberg_files``) — after a TRUNCATE, every file is
+touched key are replaced by their other rows — split into the rows below,
+within and above the range, so that the next micro-batch near it rewrites
+only the rows within (``split_at``) — and the surviving rows of the net
+effect are added (``_iceberg_files``) — after a TRUNCATE, every file is
 removed instead. The ``CommitRecord`` is stored twice: in the snapshot's
 summary (the history that time travel searches) and in the table's properties
 (the position, read back even when the micro-batch changed no row and made no
@@ -43,7 +45,7 @@ from pgshovel.replication.tables._evolution import Defaults, Evolution
 from pgshovel.replication.targets._parquet_tables import is_in_keys
 from pgshovel.source import TableShape
 
-__all__ = ["IcebergTables", "key_bounds"]
+__all__ = ["IcebergTables", "key_bounds", "same_schema", "split_at"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,41 @@ def key_bounds(shape: TableShape, keys: pa.Table) -> BooleanExpression:
     extremes = pc.min_max(keys.column(first))
     low, high = extremes["min"].as_py(), extremes["max"].as_py()
     return And(GreaterThanOrEqual(term=first, value=low), LessThanOrEqual(term=first, value=high))
+
+
+def same_schema(tables: list[pa.Table]) -> list[pa.Table]:
+    """``tables`` concatenated per Arrow schema, in order of first appearance: files written
+    before a schema change, or by another writer, may read back with other types (string
+    and large_string) and are written as they were rather than cast."""
+    groups: list[list[pa.Table]] = []
+    for table in tables:
+        for group in groups:
+            if group[0].schema.equals(table.schema):
+                group.append(table)
+                break
+        else:
+            groups.append([table])
+    return [pa.concat_tables(group) for group in groups]
+
+
+def split_at(rows: pa.Table, column: str, extremes: pa.StructScalar) -> list[pa.Table]:
+    """``rows`` as the rows of ``column`` below ``extremes``' min, within, and above its max
+    (the empty parts left out).
+
+    The rows a micro-batch keeps of the files it rewrites are written in these three parts
+    (whatever the number of files): the next micro-batches, whose keys lie near this one's
+    (an OLTP table's changes), then find the rows within the range in one file of their own
+    and rewrite only it, not again the whole file of the initial snapshot (10,000 rows) the
+    range once fell into, nor one more file per micro-batch."""
+    values = rows.column(column)
+    try:
+        below = pc.fill_null(pc.less(values, extremes["min"]), False)
+        above = pc.fill_null(pc.greater(values, extremes["max"]), False)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return [rows]  # a key type Arrow does not order: one file, as it was
+    within = pc.invert(pc.or_(below, above))  # nulls too: no row is left out
+    parts = [rows.filter(mask) for mask in (below, within, above)]
+    return [part for part in parts if part.num_rows]
 
 
 class IcebergTables:
@@ -180,12 +217,17 @@ class IcebergTables:
             elif effect.rows.num_rows:
                 keys = effect.rows.select(list(shape.key))
                 tasks = _iceberg_files.plan(table, key_bounds(shape, keys))
+                kept: list[pa.Table] = []
                 for task in tasks:
-                    rows = _iceberg_files.read(transaction, table, [task])
+                    rows = change.read([task])
                     touched = is_in_keys(rows, keys, shape.key)
                     if pc.any(touched).as_py():
                         change.remove([task.file])
-                        change.write(rows.filter(pc.invert(touched)))
+                        kept.append(rows.filter(pc.invert(touched)))
+                extremes = pc.min_max(keys.column(shape.key[0]))
+                for rows in same_schema(kept):
+                    for part in split_at(rows, shape.key[0], extremes):
+                        change.write(part)
                 read = len(tasks)
             change.write(effect.upserts())
             _iceberg_files.replace(change, summary)

@@ -23,6 +23,7 @@ from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask, Table, Transaction
+from pyiceberg.table.metadata import TableMetadata
 
 __all__ = ["FileChange", "plan", "read", "replace", "write"]
 
@@ -34,7 +35,10 @@ def plan(table: Table, row_filter: BooleanExpression) -> list[FileScanTask]:
 
 def read(transaction: Transaction, table: Table, tasks: Sequence[FileScanTask]) -> pa.Table:
     """The rows of ``tasks``' files in the table's current schema."""
-    metadata = transaction.table_metadata
+    return _read(transaction.table_metadata, table, tasks)
+
+
+def _read(metadata: TableMetadata, table: Table, tasks: Sequence[FileScanTask]) -> pa.Table:
     return ArrowScan(
         table_metadata=metadata,
         io=table.io,
@@ -49,14 +53,21 @@ class FileChange:
     def __init__(self, transaction: Transaction, table: Table) -> None:
         self.transaction = transaction
         self.table = table
+        # Read once: each read of a transaction's metadata deep-copies it (pydantic), and it
+        # grows with every snapshot the table keeps; nothing changes it until ``replace``.
+        self.metadata = transaction.table_metadata
         self.commit_uuid = uuid.uuid4()
         self._counter = itertools.count(0)
         self.removed: list[DataFile] = []
         self.added: list[DataFile] = []
 
+    def read(self, tasks: Sequence[FileScanTask]) -> pa.Table:
+        """The rows of ``tasks``' files in the table's current schema."""
+        return _read(self.metadata, self.table, tasks)
+
     def write(self, rows: pa.Table | pa.RecordBatchReader) -> None:
         """Write ``rows`` as new data files of this change."""
-        self.added += write(self.transaction, self.table, rows, self.commit_uuid, self._counter)
+        self.added += write(self.metadata, self.table, rows, self.commit_uuid, self._counter)
 
     def remove(self, files: Iterable[DataFile]) -> None:
         self.removed += list(files)
@@ -67,7 +78,7 @@ class FileChange:
 
 
 def write(
-    transaction: Transaction,
+    metadata: TableMetadata,
     table: Table,
     rows: pa.Table | pa.RecordBatchReader,
     commit_uuid: uuid.UUID,
@@ -77,7 +88,7 @@ def write(
         return []
     return list(
         _dataframe_to_data_files(
-            table_metadata=transaction.table_metadata,
+            table_metadata=metadata,
             df=rows,
             io=table.io,
             write_uuid=commit_uuid,

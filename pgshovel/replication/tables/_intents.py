@@ -114,6 +114,8 @@ class IntentLog:
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
+        #: the document this log wrote last, so writing the same intent again reads no file
+        self._written: dict[str, object] | None = None
 
     def _path(self, counter: int) -> Path:
         return self.directory / f"{counter:020d}.json"
@@ -127,19 +129,43 @@ class IntentLog:
             if path.stem.isdigit() and len(path.stem) == 20
         )
 
-    def read(self, counter: int) -> Intent | None:
+    def _document(self, counter: int) -> dict[str, object] | None:
         path = self._path(counter)
         if not path.exists():
             return None
-        return Intent.from_document(json.loads(path.read_text(encoding="utf-8")))
+        document: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
+        return document
+
+    def read(self, counter: int) -> Intent | None:
+        document = self._document(counter)
+        return None if document is None else Intent.from_document(document)
+
+    def attachment(self, counter: int) -> dict[str, object] | None:
+        """What the caller wrote with intent ``counter`` (None: nothing, or no such intent)."""
+        document = self._document(counter)
+        attached = None if document is None else document.get("attachment")
+        return attached if isinstance(attached, dict) else None
 
     def latest(self) -> Intent | None:
         counters = self.counters()
         return self.read(counters[-1]) if counters else None
 
-    def write(self, intent: Intent) -> None:
-        """Write ``intent`` durably; writing the same intent again is a no-op."""
-        existing = self.read(intent.counter)
+    def write(self, intent: Intent, attachment: Mapping[str, object] | None = None) -> None:
+        """Write ``intent`` durably; writing the same intent again is a no-op.
+
+        ``attachment`` (a JSON document) is stored in the same file and read back with
+        ``attachment(counter)``: what the caller needs to complete the micro-batch after a
+        crash (the Delta and Iceberg targets: its net effects and worker state) becomes
+        durable in the same write as the intent, not in one of its own before it."""
+        written = self._written
+        if (
+            written is not None
+            and written["counter"] == intent.counter
+            and self._path(intent.counter).exists()
+        ):
+            existing: Intent | None = Intent.from_document(written)
+        else:
+            existing = self.read(intent.counter)
         if existing is not None:
             if existing.to_document() != intent.to_document():
                 raise ProgrammingError(
@@ -157,8 +183,12 @@ class IntentLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(intent.counter)
         temporary = path.with_name(f".{path.name}.tmp")
+        document = intent.to_document()
         with temporary.open("w", encoding="utf-8") as file:
-            json.dump(intent.to_document(), file, indent=1, sort_keys=True)
+            if attachment is None:
+                json.dump(document, file, indent=1, sort_keys=True)
+            else:
+                json.dump({**document, "attachment": attachment}, file, sort_keys=True)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -167,6 +197,7 @@ class IntentLog:
             os.fsync(handle)
         finally:
             os.close(handle)
+        self._written = document
 
     def prune(self, keep: int = 1) -> None:
         """Remove all but the ``keep`` latest intents (they are done)."""

@@ -1,14 +1,15 @@
 """What the Delta Lake and Iceberg targets share: the worker's contracts over the tables library.
 
 A micro-batch (with the parts of a batch too large to hold whole) is folded
-into one net effect per touched table (``_tablefmt_effects``), written ahead
-with the worker state after it (``_tablefmt_log``), then committed through the
-library's intent log (``tables.commit_micro_batch``): the intent, then one
-commit per table carrying the micro-batch's counter and the stream position
-(Delta application transaction and commit metadata, Iceberg snapshot summary),
-then the worker state. On start, ``tables.recover`` compares the latest intent
-with the counter each table's own log holds: a table a crash left behind gets
-the written-ahead net effect of that same micro-batch, a table that holds it
+into one net effect per touched table (``_tablefmt_effects``), then committed
+through the library's intent log (``tables.commit_micro_batch``): the intent,
+with the net effects and the worker state after it written ahead in the same
+durable file (``_tablefmt_log``), then one commit per table carrying the
+micro-batch's counter and the stream position (Delta application transaction
+and commit metadata, Iceberg snapshot summary), then the worker state. On
+start, ``tables.recover`` compares the latest intent with the counter each
+table's own log holds: a table a crash left behind gets the written-ahead net
+effect of that same micro-batch, a table that holds it
 is skipped, so nothing is applied twice or lost. The initial snapshot is
 written by the loader's Spark tasks as Parquet files (``SnapshotWriter``) and
 committed once per table. A table dropped in the source loses its copy after
@@ -59,6 +60,7 @@ from pgshovel.replication.targets._tablefmt_log import (
     Pending,
     PendingTable,
     TargetFiles,
+    pending_document,
 )
 from pgshovel.replication.targets._tablefmt_upkeep import maintain_committed
 from pgshovel.source import Chunk, Column, TableShape
@@ -223,7 +225,7 @@ class TableFormatTarget:
             )  # refuses tables ahead
             self.files.drop_pending()
             return state
-        pending = self.files.read_pending(latest.counter)
+        pending = self.files.read_pending(latest.counter, self.log)
         if pending is None:
             raise RecoveryNeeded(
                 f"{self.kind} target {self.root}: micro-batch {latest.counter} was recorded but "
@@ -304,7 +306,6 @@ class TableFormatTarget:
         # Built first: a value a format cannot hold stops here, before anything is written.
         effects = {identity: _net_effect(table) for identity, table in tables.items()}
         pending = Pending(counter, state, tables, dropped)
-        self.files.write_pending(pending)
         intent = _intents.Intent(
             counter,
             json.dumps(self._state.position.to_document(), sort_keys=True),
@@ -313,11 +314,12 @@ class TableFormatTarget:
             tuple(tables),
             batches,
         )
-        self.log.write(intent)  # commit_micro_batch writes it too: the same intent is a no-op
+        # Written ahead with the intent, in one durable file (commit_micro_batch writes the
+        # intent too: the same intent is a no-op).
+        self.log.write(intent, pending_document(pending))
         self._drop_tables(dropped, counter)
         _intents.commit_micro_batch(_Committer(self, pending), self.log, intent, effects)
         self.files.write_state(counter, state)
-        self.files.drop_pending()
         self._counter, self._state = counter, state
         self._upkeep([table.shape for table in tables.values()])
 

@@ -15,6 +15,7 @@ import os
 import random
 import sys
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,8 @@ def intent_of(counter: int, tables: tuple[tuple[str, str], ...]) -> Intent:
 def _crash_after_intent(log: IntentLog, counter: int) -> None:
     write = log.write
 
-    def crashing(intent: Intent) -> None:
-        write(intent)
+    def crashing(intent: Intent, attachment: Mapping[str, object] | None = None) -> None:
+        write(intent, attachment)
         if intent.counter == counter:
             os._exit(9)
 

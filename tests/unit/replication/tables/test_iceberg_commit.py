@@ -12,11 +12,12 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from pgshovel.errors import ProgrammingError, SchemaError
 from pgshovel.replication.tables._effect import DELETED
-from pgshovel.replication.tables._iceberg import IcebergTables
+from pgshovel.replication.tables._iceberg import IcebergTables, same_schema, split_at
 from pgshovel.source import Column, TableShape
 from tests.unit.replication.tables._model import (
     ITEMS,
@@ -133,3 +134,55 @@ def test_a_table_written_by_another_set_is_refused(tables: IcebergTables) -> Non
     with pytest.raises(ProgrammingError, match=r"is written by 'pgshovel/default/orders'"):
         other.commit(effect(ITEMS, [{"id": 1}]), record(1))
     assert isinstance(tables.read(ITEMS), pa.Table)
+
+
+def test_micro_batches_near_each_other_rewrite_only_the_rows_of_their_range(
+    tables: IcebergTables,
+) -> None:
+    # One large file first, as an initial snapshot range writes it; then micro-batches that
+    # update and delete some of the 200 most recent keys (every third and every seventh) and
+    # insert new ones above: an OLTP table's changes, as the bench's stream makes them.
+    model: Model = {}
+    first = effect(ITEMS, [{"id": key, "name": f"n{key}", "qty": 1} for key in range(3000)])
+    tables.commit(first, record(1))
+    model = apply(model, first)
+    rewritten: list[int] = []
+    for counter in range(2, 8):
+        top = 3000 + 20 * (counter - 2)
+        recent = [key for key in range(top - 200, top) if (key,) in model]
+        updated = recent[counter % 3 :: 3]
+        changed: list[dict[str, object]] = [
+            {"id": key, "name": f"u{counter}", "qty": counter} for key in updated
+        ]
+        changed += [{"id": key, DELETED: True} for key in recent[1::7] if key not in updated]
+        changed += [{"id": key, "name": "new", "qty": 0} for key in range(top, top + 20)]
+        change = effect(ITEMS, changed)
+        tables.commit(change, record(counter))
+        model = apply(model, change)
+        current = tables.table(ITEMS).current_snapshot()
+        assert current is not None and current.summary is not None
+        rewritten.append(int(current.summary.additional_properties["deleted-records"]))
+        assert int(current.summary.additional_properties["deleted-data-files"]) <= 2
+        assert_holds(tables, ITEMS, model)
+    # The first micro-batch rewrites the large file; the next ones only the rows near them
+    # (the kept rows within the range and the upserts of the one before), not the file again.
+    assert rewritten[0] >= 3000
+    assert max(rewritten[1:]) <= 400, rewritten
+
+
+def test_split_at_keeps_every_row_exactly_once() -> None:
+    keys = pa.array([12, None, 5, 1, 9, 4, 10], pa.int64())
+    rows = pa.table({"id": keys, "name": pa.array([str(key) for key in keys.to_pylist()])})
+    parts = split_at(rows, "id", pc.min_max(pa.array([4, 10], pa.int64())))
+    assert [part.column("id").to_pylist() for part in parts] == [[1], [None, 5, 9, 4, 10], [12]]
+    # A key type Arrow does not order stays one part (the rows as they were).
+    opaque = pa.table({"id": pa.array([b"b" * 16, b"a" * 16], pa.binary(16))})
+    assert split_at(opaque, "id", pc.min_max(opaque.column("id"))) == [opaque]
+
+
+def test_kept_rows_read_with_other_types_are_joined_per_schema() -> None:
+    small = pa.table({"id": pa.array([1], pa.int64()), "a": pa.array(["x"], pa.string())})
+    large = pa.table({"id": pa.array([2], pa.int64()), "a": pa.array(["y"], pa.large_string())})
+    joined = same_schema([small, large, small])
+    assert [table.schema for table in joined] == [small.schema, large.schema]
+    assert [table.column("id").to_pylist() for table in joined] == [[1, 1], [2]]
