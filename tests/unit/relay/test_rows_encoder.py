@@ -54,17 +54,7 @@ def _encoder(partitions: int = 1) -> RowsEncoder:
 def _through_rows(encoder: RowsEncoder, events: list[QueueEvent]) -> list[stream_pb2.Mutation]:
     builder = RowsBuilder()
     for event in events:
-        change = encoder.encode(tuple(event))
-        builder.add(
-            change.table,
-            change.event_id,
-            change.operation,
-            change.transaction,
-            change.timestamp,
-            change.old,
-            change.new,
-            change.provenance,
-        )
+        builder.add_change(encoder.encode(tuple(event)))
     payload = builder.take()
     assert payload is not None
     return list(to_mutations(stream_pb2.MutationBatch.FromString(payload)))
