@@ -68,6 +68,10 @@ def table_counts(mutations: Sequence[stream_pb2.Mutation]) -> Counter[tuple[str,
         counts = Counter()
         for message in mutations.messages:
             tables = message.rows.tables
+            if len(tables) == 1:  # the usual message: its count, no change visited
+                shape = tables[0].shape
+                counts[(shape.schema, shape.name)] += message.rows.count
+                continue
             for change in message.rows.changes:
                 shape = tables[change.table].shape
                 counts[(shape.schema, shape.name)] += 1

@@ -21,6 +21,7 @@ import hashlib
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
@@ -92,11 +93,12 @@ def _stage_keyed(cursor: Cursor, name: str, staged: StagedTable) -> int:
     )
     lines = [
         f"{staged.deleted_line(key) if deleted else line}\t{ordinal}\t{event}\t"
-        f"{'t' if deleted else 'f'}\n"
+        f"{'t' if deleted else 'f'}\n".encode()
         for key, ((ordinal, event), deleted, line) in staged.rows.items()
     ]
+    lines.extend(staged.copy.values())
     copy = sql.SQL("COPY {} FROM STDIN").format(stage)
-    cursor.copy_expert(copy.as_string(cursor), io.StringIO("".join(lines)))
+    cursor.copy_expert(copy.as_string(cursor), io.BytesIO(b"".join(lines)))
     return len(lines)
 
 
@@ -167,45 +169,60 @@ def commit_table(cursor: Cursor, table: TableShape, stages: Sequence[Stage]) -> 
     return _commit_unkeyed(cursor, table, stages, truncated)
 
 
+#: the memory the commit's sort of the staged rows may use (``work_mem``, for its transaction
+#: only, when the server's is lower): a micro-batch's net effect sorts in memory, not on disk
+SORT_MEMORY = 256 << 20
+
+
+def _sort_memory(cursor: Cursor) -> None:
+    cursor.execute(
+        "SELECT set_config('work_mem', %s, true) "
+        "WHERE pg_size_bytes(current_setting('work_mem')) < %s",
+        (f"{SORT_MEMORY >> 10}kB", SORT_MEMORY),
+    )
+
+
 def _commit_keyed(
     cursor: Cursor, table: TableShape, stages: Sequence[Stage], truncated: Place | None
 ) -> int:
     names = table.column_names
-    net = sql.Identifier("pgshovel net")
+    key, deleted = _columns(table.key), sql.Identifier(DELETED)
+    _sort_memory(cursor)
+    if truncated is None:  # after a TRUNCATE here the copy holds no row to remove
+        match = sql.SQL(" AND ").join(
+            sql.SQL("{} = {}").format(sql.Identifier("t", name), sql.Identifier("s", name))
+            for name in table.key
+        )
+        cursor.execute(
+            sql.SQL("DELETE FROM {} AS t USING ({}) AS s WHERE {}").format(
+                _target(table), _union(stages, key), match
+            )
+        )
     every = sql.SQL(", ").join(
         [_columns(names), *(sql.Identifier(column) for column in (*PLACE_COLUMNS, DELETED))]
     )
+    # Each key's last change across the tasks, written unless it deleted the key; the net
+    # effect stays in the statement (no temporary table), its keys counted.
     cursor.execute(
         sql.SQL(
-            "CREATE TEMPORARY TABLE {net} ON COMMIT DROP AS SELECT DISTINCT ON ({key}) {columns}, "
-            "{deleted} FROM ({union}) AS staged WHERE {after} ORDER BY {key}, {ordinal} DESC, "
-            "{event} DESC"
+            "WITH {net} AS MATERIALIZED (SELECT DISTINCT ON ({key}) {columns}, {deleted} "
+            "FROM ({union}) AS staged WHERE {after} ORDER BY {key}, {ordinal} DESC, "
+            "{event} DESC), written AS (INSERT INTO {target} ({columns}) SELECT {columns} "
+            "FROM {net} WHERE NOT {deleted}) SELECT count(*) FROM {net}"
         ).format(
-            net=net,
-            key=_columns(table.key),
+            net=sql.Identifier("pgshovel net"),
+            key=key,
             columns=_columns(names),
-            deleted=sql.Identifier(DELETED),
+            deleted=deleted,
             union=_union(stages, every),
             after=_after(truncated),
             ordinal=sql.Identifier(PLACE_COLUMNS[0]),
             event=sql.Identifier(PLACE_COLUMNS[1]),
+            target=_target(table),
         )
     )
-    written = cursor.rowcount
-    match = sql.SQL(" AND ").join(
-        sql.SQL("{} = {}").format(sql.Identifier("t", key), sql.Identifier("s", key))
-        for key in table.key
-    )
-    cursor.execute(
-        sql.SQL("DELETE FROM {} AS t USING {} AS s WHERE {}").format(_target(table), net, match)
-    )
-    cursor.execute(
-        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE NOT {}").format(
-            _target(table), _columns(names), _columns(names), net, sql.Identifier(DELETED)
-        )
-    )
-    cursor.execute(sql.SQL("DROP TABLE {}").format(net))
-    return max(written, 0)
+    row = cursor.fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 def _commit_unkeyed(
@@ -294,6 +311,8 @@ class PostgresStageSink:
 
     dsn: str
     prefix: str
+    #: tasks reduce keyed tables straight to the stage's COPY lines (``reduce_messages``)
+    copy: ClassVar[bool] = True
 
     def stage(
         self, task: int, attempt: int, staged: dict[tuple[str, str], StagedTable]

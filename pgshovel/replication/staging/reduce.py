@@ -12,12 +12,16 @@ before it in the task and is reported with its place, so the commit also drops
 what other tasks staged before it. Unkeyed tables keep every row change as a
 signed row (+1 written, -1 removed): the commit applies their sum per row as a
 multiset difference. Rows stay COPY text lines throughout: nothing is typed.
-Pure: no I/O.
+With ``copy`` (the PostgreSQL stage's), keyed tables keep each key's last
+change as the bytes of the stage's COPY line itself (the row, or a deleted
+key's key fields, then the place and the deleted flag): the loop works on the
+messages' bytes, splitting a row only as far as its last key field, so the
+task never decodes or re-formats a row. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pgshovel.errors import StreamError
@@ -62,6 +66,9 @@ class StagedTable:
     truncated_by: tuple[int, int] | None = None
     #: batch ordinal -> PgQ batch id of the task's batches (set by the task with ``details``)
     batch_ids: dict[int, int] = field(default_factory=dict)
+    #: keyed tables reduced with ``copy`` (``rows`` then stays empty): key fields (bytes) ->
+    #: the stage's COPY line of the key's last change (``copy_lines``)
+    copy: dict[object, bytes] = field(default_factory=dict)
 
     def deleted_line(self, key: tuple[str, ...]) -> str:
         fields = [_NULL] * len(self.shape.columns)
@@ -109,54 +116,188 @@ def reduce_messages(
     messages: Iterable[tuple[int, stream_pb2.MutationBatch]],
     shapes: Mapping[tuple[str, str], TableShape],
     details: bool = False,
+    copy: bool = False,
 ) -> dict[tuple[str, str], StagedTable]:
     """Fold ``(batch ordinal, message)`` pairs, in stream order, into each table's net
     effect; ``shapes`` are the copy's tables as of the micro-batch's start; ``details``: keep
-    each keyed row's source transaction, timestamp and provenance too."""
+    each keyed row's source transaction, timestamp and provenance too; ``copy``: keep keyed
+    tables' rows as the stage's COPY lines (``StagedTable.copy``; not with ``details``)."""
     staged: dict[tuple[str, str], StagedTable] = {}
     for ordinal, message in messages:
         tables = [_table_of(entry, shapes, staged) for entry in message.tables]
+        if copy and not details:
+            _reduce_copy(ordinal, message, tables)
+            continue
         if details:
             _keep_details(message, tables)
-        for change in message.changes:
-            table = tables[change.table]
-            table.changes += 1
-            place = (ordinal, change.id)
-            operation = change.operation
-            if operation not in _OPERATIONS:
-                raise StreamError(
-                    f"row change {change.id!r} of {table.shape.qualified!r} has no valid "
-                    f"operation ({operation!r}); the stream was not written by a pgshovel relay"
-                )
-            if operation == _TRUNCATE:
-                table.truncated = place
-                table.rows.clear()
-                table.signed.clear()
-                continue
-            positions = table.shape.key_positions
-            if not positions:
-                if operation != _INSERT:
-                    table.signed.append((place, -1, change.old.decode()))
-                if operation != _DELETE:
-                    table.signed.append((place, 1, change.new.decode()))
-                continue
-            rows = table.rows
-            if operation != _INSERT:
-                old = change.old.decode().split("\t")
-                old_key = tuple([old[position] for position in positions])
-            if operation != _DELETE:
-                line = change.new.decode()
-                fields = line.split("\t")
-                key = tuple([fields[position] for position in positions])
-                if operation == _UPDATE and old_key != key:
-                    rows.pop(old_key, None)
-                    rows[old_key] = (place, True, "")
-                rows.pop(key, None)
-                rows[key] = (place, False, line)
-            else:
+        _reduce_rows(ordinal, message, tables)
+    return staged
+
+
+def _reduce_rows(
+    ordinal: int, message: stream_pb2.MutationBatch, tables: list[StagedTable]
+) -> None:
+    """One message's changes into its tables' net effect (``StagedTable.rows``)."""
+    for change in message.changes:
+        table = tables[change.table]
+        positions = table.shape.key_positions
+        operation = change.operation
+        if not positions or operation not in _OPERATIONS or operation == _TRUNCATE:
+            _reduce_one(ordinal, change, table)
+            continue
+        table.changes += 1
+        place = (ordinal, change.id)
+        rows = table.rows
+        if operation != _INSERT:
+            old = change.old.decode().split("\t")
+            old_key = tuple([old[position] for position in positions])
+        if operation != _DELETE:
+            line = change.new.decode()
+            fields = line.split("\t")
+            key = tuple([fields[position] for position in positions])
+            if operation == _UPDATE and old_key != key:
                 rows.pop(old_key, None)
                 rows[old_key] = (place, True, "")
-    return staged
+            rows.pop(key, None)
+            rows[key] = (place, False, line)
+        else:
+            rows.pop(old_key, None)
+            rows[old_key] = (place, True, "")
+
+
+def _key_cut(positions: tuple[int, ...]) -> Callable[[bytes], object]:
+    """The key of a COPY line (bytes) for a table whose key fields are at ``positions``: one
+    field as itself, several as a tuple; the line is split only up to the last of them."""
+    if len(positions) == 1:
+        position = positions[0]
+        return lambda line: line.split(b"\t", position + 1)[position]
+    cut = max(positions) + 1
+    return lambda line: tuple([line.split(b"\t", cut)[position] for position in positions])
+
+
+def _deleted_copy(shape: TableShape) -> Callable[[object], bytes]:
+    """A deleted key's row in the stage (bytes): its key fields, NULL elsewhere."""
+    positions = shape.key_positions
+    width = len(shape.columns)
+    if len(positions) == 1:
+        before = b"\\N\t" * positions[0]
+        after = b"\t\\N" * (width - positions[0] - 1)
+        return lambda key: before + key + after  # type: ignore[operator]
+
+    def line(key: object) -> bytes:
+        fields = [b"\\N"] * width
+        for position, text in zip(positions, key, strict=True):  # type: ignore[call-overload]
+            fields[position] = text
+        return b"\t".join(fields)
+
+    return line
+
+
+def _reduce_copy(
+    ordinal: int, message: stream_pb2.MutationBatch, tables: list[StagedTable]
+) -> None:
+    """``reduce_messages`` with ``copy``: one message's changes into its tables' net effect,
+    keyed rows as the stage's COPY lines (the row's fields, the batch ordinal, the event id
+    and ``t`` or ``f`` for deleted, tab-separated)."""
+    place = b"\t%d\t" % ordinal
+    if len(tables) == 1 and len(tables[0].shape.key_positions) == 1:
+        _reduce_copy_single(place, ordinal, message, tables[0])
+        return
+    cuts = [_key_cut(table.shape.key_positions) if table.shape.key else None for table in tables]
+    deleted = [_deleted_copy(table.shape) if table.shape.key else None for table in tables]
+    for change in message.changes:
+        index = change.table
+        if index >= len(tables):
+            raise _no_table(change, len(tables))
+        table = tables[index]
+        key_of = cuts[index]
+        operation = change.operation
+        if key_of is None or operation not in _OPERATIONS or operation == _TRUNCATE:
+            _reduce_one(ordinal, change, table)
+            continue
+        table.changes += 1
+        rows = table.copy
+        if operation == _INSERT:
+            new = change.new
+            rows[key_of(new)] = b"%s%s%d\tf\n" % (new, place, change.id)
+        elif operation == _DELETE:
+            key = key_of(change.old)
+            rows[key] = b"%s%s%d\tt\n" % (deleted[index](key), place, change.id)  # type: ignore[misc]
+        else:
+            new = change.new
+            key = key_of(new)
+            old_key = key_of(change.old)
+            if old_key != key:
+                rows[old_key] = b"%s%s%d\tt\n" % (
+                    deleted[index](old_key),  # type: ignore[misc]
+                    place,
+                    change.id,
+                )
+            rows[key] = b"%s%s%d\tf\n" % (new, place, change.id)
+
+
+def _reduce_copy_single(
+    place: bytes, ordinal: int, message: stream_pb2.MutationBatch, table: StagedTable
+) -> None:
+    """``_reduce_copy`` of a message of one table with a key of one field (the usual case),
+    the key cut inline."""
+    position = table.shape.key_positions[0]
+    cut = position + 1
+    deleted = _deleted_copy(table.shape)
+    rows = table.copy
+    changes = 0
+    for change in message.changes:
+        if change.table:
+            raise _no_table(change, 1)
+        operation = change.operation
+        if operation == _INSERT:
+            new = change.new
+            rows[new.split(b"\t", cut)[position]] = b"%s%s%d\tf\n" % (new, place, change.id)
+        elif operation == _UPDATE:
+            new = change.new
+            key = new.split(b"\t", cut)[position]
+            old_key = change.old.split(b"\t", cut)[position]
+            if old_key != key:
+                rows[old_key] = b"%s%s%d\tt\n" % (deleted(old_key), place, change.id)
+            rows[key] = b"%s%s%d\tf\n" % (new, place, change.id)
+        elif operation == _DELETE:
+            key = change.old.split(b"\t", cut)[position]
+            rows[key] = b"%s%s%d\tt\n" % (deleted(key), place, change.id)
+        else:
+            _reduce_one(ordinal, change, table)
+            continue
+        changes += 1
+    table.changes += changes
+
+
+def _no_table(change: stream_pb2.RowChange, tables: int) -> StreamError:
+    return StreamError(
+        f"row change {change.id!r} names table {change.table!r} of a message holding "
+        f"{tables!r} table(s); the message is damaged"
+    )
+
+
+def _reduce_one(ordinal: int, change: stream_pb2.RowChange, table: StagedTable) -> None:
+    """One change that is not a keyed row's: an unkeyed table's, a TRUNCATE, or an unknown
+    operation (an error)."""
+    table.changes += 1
+    place = (ordinal, change.id)
+    operation = change.operation
+    if operation not in _OPERATIONS:
+        raise StreamError(
+            f"row change {change.id!r} of {table.shape.qualified!r} has no valid "
+            f"operation ({operation!r}); the stream was not written by a pgshovel relay"
+        )
+    if operation == _TRUNCATE:
+        table.truncated = place
+        table.rows.clear()
+        table.copy.clear()
+        table.signed.clear()
+        return
+    if operation != _INSERT:
+        table.signed.append((place, -1, change.old.decode()))
+    if operation != _DELETE:
+        table.signed.append((place, 1, change.new.decode()))
 
 
 def _keep_details(message: stream_pb2.MutationBatch, tables: list[StagedTable]) -> None:

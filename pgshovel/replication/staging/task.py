@@ -132,7 +132,8 @@ def run_stage_task(task: StageTask) -> list[Any]:
         pass
     shapes = {shape.identity: shape for shape in task.shapes}
     details = bool(getattr(task.sink, "details", False))
-    staged = reduce_messages(_read(task), shapes, details=details)
+    copy = bool(getattr(task.sink, "copy", False))
+    staged = reduce_messages(_read(task), shapes, details=details, copy=copy)
     if details:
         batch_ids = {take.ordinal: take.batch_id for take in task.takes}
         for table in staged.values():

@@ -3,7 +3,8 @@
 Random micro-batches of row changes (inserts, updates that keep or move keys,
 deletes, TRUNCATE, an unkeyed table with duplicate rows) are encoded as the
 relay's ROWS messages, routed to partitions as the relay routes them, cut into
-tasks at random batch boundaries, reduced and staged by separate connections,
+tasks at random batch boundaries, reduced (by the general reduce and by the
+PostgreSQL stage's, straight to COPY lines) and staged by separate connections,
 and committed once; after every micro-batch the copy must equal a model that
 applied the same changes one by one, in order.
 """
@@ -160,8 +161,9 @@ def _copy(dsn: str) -> tuple[dict[int, str | None], Counter[tuple[int, str | Non
     return keyed, unkeyed
 
 
+@pytest.mark.parametrize("copy", [False, True], ids=["general-reduce", "copy-reduce"])
 @pytest.mark.parametrize("seed", range(6))
-def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(database, seed):
+def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(database, seed, copy):
     rng = random.Random(seed)
     model = Model(rng)
     driver = connect(database, "test")
@@ -189,7 +191,7 @@ def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(datab
                     tasks += 1
                     worker = connect(database, "task")
                     try:
-                        staged = reduce_messages(messages[start:end], shapes)
+                        staged = reduce_messages(messages[start:end], shapes, copy=copy)
                         stages += write_stages(worker, prefix, tasks, staged)
                     finally:
                         worker.close()
