@@ -14,7 +14,7 @@ source_connection: "user=pgshovel_worker"   # optional: libpq keywords added to 
 on_error: exit             # exit | log: what a data error does (transient faults are retried)
 retry_interval: 2.0        # seconds before a micro-batch that failed on a data error is retried
 stage_min_mutations: 20000 # smaller micro-batches are applied by the driver, larger ones staged
-stage_task_rows: 50000     # about how many row changes one staging task reads
+stage_task_rows: 100000    # about how many row changes one staging task reads
 max_backoff: 30.0          # longest wait between retries of a transient fault
 ```
 
@@ -151,7 +151,7 @@ class ReplicationSettings(settings.Settings):
     stage_min_mutations: int = Field(20_000, ge=1)
     #: about how many row changes one staging task reads: a partition's messages of a
     #: micro-batch are cut into tasks at the first batch boundary past this many
-    stage_task_rows: int = Field(50_000, ge=1)
+    stage_task_rows: int = Field(100_000, ge=1)
 
     def build(self) -> ReplicationConfiguration:
         return ReplicationConfiguration(
@@ -187,7 +187,7 @@ class ReplicationConfiguration:
     retry_interval: float = 2.0
     max_backoff: float = 30.0
     stage_min_mutations: int = 20_000
-    stage_task_rows: int = 50_000
+    stage_task_rows: int = 100_000
 
 
 def parse_configuration(document: Any, source: str) -> ReplicationConfiguration:

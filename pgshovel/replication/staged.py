@@ -40,7 +40,7 @@ __all__ = ["TASK_ROWS", "Stager", "partition_runs", "stager_for", "task_failure"
 logger = logging.getLogger(__name__)
 
 #: about how many row changes one staging task reads (runs are cut at batch boundaries)
-TASK_ROWS = 50_000
+TASK_ROWS = 100_000
 
 
 def _partition_messages(batch: CommittedBatch) -> list[tuple[int, tuple[RowsMessage, ...]]] | None:

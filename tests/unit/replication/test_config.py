@@ -99,7 +99,7 @@ def test_errors_name_file_and_key(tmp_path: Path, change: tuple[str, str], messa
 def test_staging_tasks_are_cut_at_the_configured_size(tmp_path: Path) -> None:
     """``stage_task_rows`` reaches the stager that cuts a micro-batch into Spark tasks."""
     default = load_configuration(write(tmp_path, VALID))
-    assert default.stage_task_rows == TASK_ROWS == 50_000
+    assert default.stage_task_rows == TASK_ROWS == 100_000
     configuration = load_configuration(
         write(tmp_path, VALID.replace("target:\n", "stage_task_rows: 1234\ntarget:\n", 1))
     )
