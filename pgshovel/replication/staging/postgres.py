@@ -82,14 +82,15 @@ def _stage_keyed(cursor: Cursor, name: str, staged: StagedTable) -> int:
     shape = staged.shape
     stage = sql.Identifier(SCHEMA, name)
     cursor.execute(
-        sql.SQL("CREATE UNLOGGED TABLE {} AS SELECT {} FROM {} WITH NO DATA").format(
-            stage, _columns(shape.column_names), _target(shape)
-        )
-    )
-    cursor.execute(
         sql.SQL(
-            "ALTER TABLE {} ADD COLUMN {} integer, ADD COLUMN {} bigint, ADD COLUMN {} boolean"
-        ).format(stage, *(sql.Identifier(column) for column in (*PLACE_COLUMNS, DELETED)))
+            "CREATE UNLOGGED TABLE {} AS SELECT {}, NULL::integer AS {}, NULL::bigint AS {}, "
+            "NULL::boolean AS {} FROM {} WITH NO DATA"
+        ).format(
+            stage,
+            _columns(shape.column_names),
+            *(sql.Identifier(column) for column in (*PLACE_COLUMNS, DELETED)),
+            _target(shape),
+        )
     )
     lines = [
         f"{staged.deleted_line(key) if deleted else line}\t{ordinal}\t{event}\t"
@@ -97,7 +98,8 @@ def _stage_keyed(cursor: Cursor, name: str, staged: StagedTable) -> int:
         for key, ((ordinal, event), deleted, line) in staged.rows.items()
     ]
     lines.extend(staged.copy.values())
-    copy = sql.SQL("COPY {} FROM STDIN").format(stage)
+    # FREEZE: the table is new in this transaction; the commit's scan sets no hint bits.
+    copy = sql.SQL("COPY {} FROM STDIN (FREEZE)").format(stage)
     cursor.copy_expert(copy.as_string(cursor), io.BytesIO(b"".join(lines)))
     return len(lines)
 
