@@ -7,10 +7,12 @@ constraints) plus the change's place and a deleted flag; unkeyed tables stage
 each signed row as its COPY line. The driver then commits the micro-batch in
 ONE transaction of its own (``commit_table`` per table, the worker's state,
 ``drop_stages``): TRUNCATE when a task read one, rows placed before the last
-TRUNCATE ignored; keyed: each key's change with the greatest place across the
-tasks, deleted and inserted set-based; unkeyed: the sum of each row's signs,
-removed or added as a multiset difference (a row the copy lacks is an error
-naming the table: the copy diverged). Staging tables are named
+TRUNCATE ignored; keyed: every staged key deleted from the copy, then each
+key's change with the greatest place across the tasks inserted unless it
+deleted the key (one sort of the stages, in memory: ``SORT_MEMORY``);
+unkeyed: the sum of each row's signs, removed or added as a multiset
+difference (a row the copy lacks is an error naming the table: the copy
+diverged). Staging tables are named
 ``<prefix><task>_<n>``, the prefix naming set and micro-batch, so whatever a
 crash leaves is found by its prefix and dropped.
 """
