@@ -206,22 +206,29 @@ def _commit_keyed(
         [_columns(names), *(sql.Identifier(column) for column in (*PLACE_COLUMNS, DELETED))]
     )
     # Each key's last change across the tasks, written unless it deleted the key; the net
-    # effect stays in the statement (no temporary table), its keys counted.
+    # effect stays in the statement (no temporary table), its keys counted. One task's stage
+    # holds a row per key already (its reduce kept each key's last change): no sort.
+    distinct: sql.Composable = sql.SQL("")
+    last: sql.Composable = sql.SQL("")
+    if len(stages) > 1:
+        distinct = sql.SQL("DISTINCT ON ({}) ").format(key)
+        last = sql.SQL(" ORDER BY {}, {} DESC, {} DESC").format(
+            key, *(sql.Identifier(column) for column in PLACE_COLUMNS)
+        )
     cursor.execute(
         sql.SQL(
-            "WITH {net} AS MATERIALIZED (SELECT DISTINCT ON ({key}) {columns}, {deleted} "
-            "FROM ({union}) AS staged WHERE {after} ORDER BY {key}, {ordinal} DESC, "
-            "{event} DESC), written AS (INSERT INTO {target} ({columns}) SELECT {columns} "
-            "FROM {net} WHERE NOT {deleted}) SELECT count(*) FROM {net}"
+            "WITH {net} AS MATERIALIZED (SELECT {distinct}{columns}, {deleted} "
+            "FROM ({union}) AS staged WHERE {after}{last}), written AS (INSERT INTO {target} "
+            "({columns}) SELECT {columns} FROM {net} WHERE NOT {deleted}) "
+            "SELECT count(*) FROM {net}"
         ).format(
             net=sql.Identifier("pgshovel net"),
-            key=key,
+            distinct=distinct,
             columns=_columns(names),
             deleted=deleted,
             union=_union(stages, every),
             after=_after(truncated),
-            ordinal=sql.Identifier(PLACE_COLUMNS[0]),
-            event=sql.Identifier(PLACE_COLUMNS[1]),
+            last=last,
             target=_target(table),
         )
     )

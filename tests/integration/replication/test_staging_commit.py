@@ -3,9 +3,10 @@
 Random micro-batches of row changes (inserts, updates that keep or move keys,
 deletes, TRUNCATE, an unkeyed table with duplicate rows) are encoded as the
 relay's ROWS messages, routed to partitions as the relay routes them, cut into
-tasks at random batch boundaries, reduced (by the general reduce and by the
-PostgreSQL stage's, straight to COPY lines) and staged by separate connections,
-and committed once; after every micro-batch the copy must equal a model that
+tasks at random batch boundaries (or, one partition, one task: a table's one
+stage, committed without the sort across stages), reduced (by the general
+reduce and by the PostgreSQL stage's, straight to COPY lines) and staged by
+separate connections, and committed once; after every micro-batch the copy must equal a model that
 applied the same changes one by one, in order.
 """
 
@@ -161,9 +162,15 @@ def _copy(dsn: str) -> tuple[dict[int, str | None], Counter[tuple[int, str | Non
     return keyed, unkeyed
 
 
-@pytest.mark.parametrize("copy", [False, True], ids=["general-reduce", "copy-reduce"])
+@pytest.mark.parametrize(
+    ("copy", "whole"),
+    [(False, False), (True, False), (True, True)],
+    ids=["general-reduce", "copy-reduce", "copy-reduce-one-task"],
+)
 @pytest.mark.parametrize("seed", range(6))
-def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(database, seed, copy):
+def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(
+    database, seed, copy, whole
+):
     rng = random.Random(seed)
     model = Model(rng)
     driver = connect(database, "test")
@@ -179,13 +186,17 @@ def test_any_cut_into_tasks_and_partitions_commits_the_micro_batch_exactly(datab
     shapes = {KEYED.identity: KEYED, UNKEYED.identity: UNKEYED}
     try:
         for micro_batch in range(8):
-            partitions = rng.choice([1, 2, 4])
+            partitions = 1 if whole else rng.choice([1, 2, 4])
             prefix = stage_prefix("c", "s", f"m{micro_batch}")
             stages = []
             tasks = 0
             for messages in _messages(model, rng.randint(1, 6), partitions):
-                cuts = sorted(
-                    rng.sample(range(1, len(messages)), max(0, min(2, len(messages) - 1)))
+                cuts = (
+                    []
+                    if whole
+                    else sorted(
+                        rng.sample(range(1, len(messages)), max(0, min(2, len(messages) - 1)))
+                    )
                 )
                 for start, end in zip([0, *cuts], [*cuts, len(messages)], strict=True):
                     tasks += 1
