@@ -67,7 +67,7 @@ class StagedTable:
     #: batch ordinal -> PgQ batch id of the task's batches (set by the task with ``details``)
     batch_ids: dict[int, int] = field(default_factory=dict)
     #: keyed tables reduced with ``copy`` (``rows`` then stays empty): key fields (bytes) ->
-    #: the stage's COPY line of the key's last change (``copy_lines``)
+    #: the stage's COPY line of the key's last change
     copy: dict[object, bytes] = field(default_factory=dict)
 
     def deleted_line(self, key: tuple[str, ...]) -> str:
