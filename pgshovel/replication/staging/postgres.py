@@ -192,6 +192,7 @@ def _commit_keyed(
     names = table.column_names
     key, deleted = _columns(table.key), sql.Identifier(DELETED)
     _sort_memory(cursor)
+    removed = 0
     if truncated is None:  # after a TRUNCATE here the copy holds no row to remove
         match = sql.SQL(" AND ").join(
             sql.SQL("{} = {}").format(sql.Identifier("t", name), sql.Identifier("s", name))
@@ -202,12 +203,13 @@ def _commit_keyed(
                 _target(table), _union(stages, key), match
             )
         )
+        removed = max(cursor.rowcount, 0)
     every = sql.SQL(", ").join(
         [_columns(names), *(sql.Identifier(column) for column in (*PLACE_COLUMNS, DELETED))]
     )
-    # Each key's last change across the tasks, written unless it deleted the key; the net
-    # effect stays in the statement (no temporary table), its keys counted. One task's stage
-    # holds a row per key already (its reduce kept each key's last change): no sort.
+    # Each key's last change across the tasks, written unless it deleted the key (no
+    # temporary table). One task's stage holds a row per key already (its reduce kept each
+    # key's last change): no sort.
     distinct: sql.Composable = sql.SQL("")
     last: sql.Composable = sql.SQL("")
     if len(stages) > 1:
@@ -217,23 +219,20 @@ def _commit_keyed(
         )
     cursor.execute(
         sql.SQL(
-            "WITH {net} AS MATERIALIZED (SELECT {distinct}{columns}, {deleted} "
-            "FROM ({union}) AS staged WHERE {after}{last}), written AS (INSERT INTO {target} "
-            "({columns}) SELECT {columns} FROM {net} WHERE NOT {deleted}) "
-            "SELECT count(*) FROM {net}"
+            "INSERT INTO {target} ({columns}) SELECT {columns} FROM (SELECT {distinct}"
+            "{columns}, {deleted} FROM ({union}) AS staged WHERE {after}{last}) AS net "
+            "WHERE NOT {deleted}"
         ).format(
-            net=sql.Identifier("pgshovel net"),
-            distinct=distinct,
+            target=_target(table),
             columns=_columns(names),
+            distinct=distinct,
             deleted=deleted,
             union=_union(stages, every),
             after=_after(truncated),
             last=last,
-            target=_target(table),
         )
     )
-    row = cursor.fetchone()
-    return int(row[0]) if row is not None else 0
+    return removed + max(cursor.rowcount, 0)
 
 
 def _commit_unkeyed(
