@@ -3,7 +3,8 @@
 ``Scenario`` creates and fills the source, installs the capture set (as
 ``pgshovel-admin`` does), and starts the real ``pgshovel-relay`` and
 ``pgshovel-replicate`` processes with logs under the test's directory; the
-tests decide when to write, kill and restart.
+tests decide when to write, kill and restart. ``captured_source`` is the
+other way in: a source made from a test's own schema SQL, its tables captured.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import yaml
 from kazoo.client import KazooClient
 
@@ -24,6 +26,24 @@ from ._schema import Table, create_source
 from ._stack import WorkerProcess, wait_caught_up, wait_until
 
 Processes = list[RelayProcess | WorkerProcess]
+
+
+def captured_source(
+    make_database: Callable[[str], str],
+    zookeeper: KazooClient,
+    cluster: str,
+    schema_sql: str,
+    tables: Sequence[str],
+    **install_options: Any,
+) -> str:
+    """A new source database holding ``schema_sql``, its ``tables`` (public names) a capture set;
+    ``install_options``: ``install``'s (``packing=...``, ``allow_unkeyed=...``)."""
+    source = make_database("source")
+    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
+        cursor.execute(schema_sql)
+    connection.close()
+    install(zookeeper, cluster, source, [{"name": name} for name in tables], **install_options)
+    return source
 
 
 @dataclass
@@ -59,8 +79,9 @@ class Scenario:
         create_source(self.source, rows=rows, bulk_rows=bulk_rows, seed=seed, arrow_safe=arrow_safe)
         install(zookeeper, self.cluster, self.source, [table.set_entry() for table in tables])
 
-    def start_relay(self, **writer: Any) -> RelayProcess:
-        """A new relay process; returns once it leads the set (a killed one's session expired).
+    def start_relay(self, lead: bool = True, **writer: Any) -> RelayProcess:
+        """A new relay process (log ``relay-N.log``); returns once it leads the set (a killed
+        one's session expired), at once with ``lead=False``.
         ``writer``: more settings of the Kafka writer (``max_message_bytes=...``)."""
         config = write_relay_yml(self.directory, self.sandbox)
         if writer:
@@ -72,16 +93,33 @@ class Scenario:
             self.sandbox, self.cluster, config, self.directory / f"relay-{self.relays}.log"
         )
         self.processes.append(relay)
-        wait_until(
-            lambda: "leading" in relay.output(), "the relay to lead", 60, relay.alive, relay.output
-        )
+        if lead:
+            wait_until(
+                lambda: "leading" in relay.output(),
+                "the relay to lead",
+                60,
+                relay.alive,
+                relay.output,
+            )
         return relay
 
-    def start_worker(self, configuration: Path) -> WorkerProcess:
-        worker = WorkerProcess(self.sandbox, self.cluster, configuration, self.worker_log)
+    def start_worker(self, configuration: Path, log: Path | None = None) -> WorkerProcess:
+        """A new worker process, its output appended to ``log`` (default: ``worker.log``, one log
+        for every worker of the run)."""
+        worker = WorkerProcess(self.sandbox, self.cluster, configuration, log or self.worker_log)
         self.processes.append(worker)
         self.workers.append(worker)
         return worker
+
+    def streaming(
+        self,
+        worker: WorkerProcess,
+        progress: Callable[[], tuple[int | None, int]],
+        what: str = "the worker to stream",
+        timeout: float = 180.0,
+    ) -> None:
+        """Wait until ``progress()`` (a copy's (stored offset, tasks left)) shows an offset."""
+        wait_until(lambda: progress()[0] is not None, what, timeout, worker.alive, worker.output)
 
     def wait_caught_up(self, worker: WorkerProcess, stored_offset: Callable[[], int | None]) -> int:
         return wait_caught_up(
