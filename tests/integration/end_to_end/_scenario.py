@@ -121,7 +121,12 @@ class Scenario:
         """Wait until ``progress()`` (a copy's (stored offset, tasks left)) shows an offset."""
         wait_until(lambda: progress()[0] is not None, what, timeout, worker.alive, worker.output)
 
-    def wait_caught_up(self, worker: WorkerProcess, stored_offset: Callable[[], int | None]) -> int:
+    def wait_caught_up(
+        self,
+        worker: WorkerProcess,
+        stored_offset: Callable[[], int | None],
+        timeout: float = 180.0,
+    ) -> int:
         return wait_caught_up(
             self.source,
             self.cluster,
@@ -130,4 +135,5 @@ class Scenario:
             stored_offset,
             worker.alive,
             worker.output,
+            timeout,
         )
