@@ -9,7 +9,7 @@ other way in: a source made from a test's own schema SQL, its tables captured.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from tests.integration.capture._capture import install
 from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
 from ._schema import Table, create_source
-from ._stack import WorkerProcess, wait_caught_up, wait_until
+from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
 
 Processes = list[RelayProcess | WorkerProcess]
 
@@ -78,6 +78,21 @@ class Scenario:
     ) -> None:
         create_source(self.source, rows=rows, bulk_rows=bulk_rows, seed=seed, arrow_safe=arrow_safe)
         install(zookeeper, self.cluster, self.source, [table.set_entry() for table in tables])
+
+    def replication_yml(self, target: Mapping[str, Any], **options: Any) -> Path:
+        """``replication.yml`` in the run's directory: the run's topic into ``target`` (a spec);
+        ``options``: ``write_replication_yml``'s (``ranges_per_table=...``)."""
+        return write_replication_yml(
+            self.directory / "replication.yml", self.kafka_config, self.topic, target, **options
+        )
+
+    def start_streaming(
+        self, configuration: Path, progress: Callable[[], tuple[int | None, int]]
+    ) -> tuple[RelayProcess, WorkerProcess]:
+        """A relay (not waited for) and a worker, once the worker streams (see ``streaming``)."""
+        relay, worker = self.start_relay(lead=False), self.start_worker(configuration)
+        self.streaming(worker, progress)
+        return relay, worker
 
     def start_relay(self, lead: bool = True, **writer: Any) -> RelayProcess:
         """A new relay process (log ``relay-N.log``); returns once it leads the set (a killed

@@ -23,7 +23,7 @@ from tests.integration.capture._capture import SET
 from tests.integration.relay._relay import terminate
 
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import wait_until, worker_state, write_replication_yml
+from ._stack import wait_until, worker_state
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
@@ -71,9 +71,7 @@ def test_relay_and_worker_ride_out_lost_connections_and_restarts(
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
     target = copy.dsn
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
 
     def stored_offset() -> int | None:

@@ -37,7 +37,7 @@ from tests.integration.admin._admin import context
 from tests.integration.capture._capture import SET
 
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import wait_until, write_replication_yml
+from ._stack import wait_until
 from ._targets import TargetUnderTest, make_target, source_rows
 from ._threads import WriterThreads
 
@@ -176,13 +176,10 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
     def item_value(key: int) -> bool:
         return any(row[0] == "1" and row[1] == str(key) for row in copy_rows("items"))
 
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     text = configuration.read_text() + "snapshots: {rows_per_chunk: 5000, parallel: 2}\n"
     configuration.write_text(text)
-    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
-    run.streaming(worker, progress)
+    relay, worker = run.start_streaming(configuration, progress)
     writer = Writer(source)
     writer.start()
     lags: list[float] = []

@@ -26,7 +26,6 @@ from pgshovel.inspection import catalog
 from pgshovel.sandbox import SandboxConnection
 
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import write_replication_yml
 from ._targets import make_target, source_columns, source_rows
 from ._threads import WriterThreads
 
@@ -143,11 +142,8 @@ def test_packed_capture_under_savepoints_ddl_bulk_and_relay_kills(
     assert {trigger.arguments[5] for trigger in installed.values()} == {"7,600"}
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
-    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
-    run.streaming(worker, copy.progress)
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, copy.progress)
     writer = Writer(source)
     writer.start()
     try:

@@ -27,7 +27,7 @@ from psycopg2 import sql
 from pgshovel.sandbox import SandboxConnection
 
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import wait_until, write_replication_yml
+from ._stack import wait_until
 from ._targets import make_target, source_columns, source_rows
 from ._threads import WriterThreads
 
@@ -111,11 +111,8 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
     progress = copy.progress
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
-    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
-    run.streaming(worker, progress)
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, progress)
     writer = Writer(source)
 
     def write_some() -> None:

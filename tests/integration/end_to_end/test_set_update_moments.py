@@ -41,7 +41,7 @@ from tests.integration.capture._capture import SET, install
 from tests.integration.relay._relay import terminate
 
 from ._scenario import Processes, Scenario
-from ._stack import wait_until, write_replication_yml
+from ._stack import wait_until
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
@@ -237,9 +237,7 @@ def test_set_update_at_every_moment_ends_with_an_exact_copy(
     install(zookeeper, cluster_name, source, set_entries(0))
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec, ranges_per_table=1
-    )
+    configuration = run.replication_yml(copy.spec, ranges_per_table=1)
     holds = tmp_path / "holds"
     holds.mkdir()
     for point in MOMENTS[:3]:

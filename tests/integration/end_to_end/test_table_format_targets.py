@@ -36,7 +36,7 @@ from tests.integration.capture._capture import SET
 
 from ._requests import ADMIN, run_sql
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import wait_until, write_replication_yml
+from ._stack import wait_until
 from ._targets import make_target, source_columns, source_rows
 from ._threads import WriterThreads
 
@@ -179,13 +179,10 @@ def test_table_format_copy_equals_the_source_through_kills_ddl_and_set_update(
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
     progress = copy.progress
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     text = configuration.read_text() + "snapshots: {rows_per_chunk: 300, parallel: 2}\n"
     configuration.write_text(text)
-    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
-    run.streaming(worker, progress)
+    relay, worker = run.start_streaming(configuration, progress)
     writer = Writer(source)
     writer.start()
     try:

@@ -30,7 +30,6 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pgshovel.sandbox import SandboxConnection
 
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import write_replication_yml
 from ._tableformats import delta_path, read_arrow
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
@@ -125,11 +124,8 @@ def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
     copy = make_target(kind, make_database, tmp_path, cluster_name)
     copy = dataclasses.replace(copy, spec={**copy.spec, "history": True})
     assert copy.root is not None
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
-    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
-    run.streaming(worker, copy.progress)
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, copy.progress)
     writer = Writer(source)
     writer.start()
     try:

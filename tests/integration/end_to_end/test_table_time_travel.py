@@ -45,7 +45,6 @@ from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from tests.integration.capture._capture import install
 
 from ._scenario import Processes, Scenario
-from ._stack import write_replication_yml
 from ._tableformats import delta_path
 from ._targets import make_target, source_rows
 
@@ -250,11 +249,8 @@ def test_every_version_is_a_source_state_and_time_travel_finds_it(
     install(zookeeper, cluster_name, source, [{"name": "accounts"}])
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
-    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
-    run.streaming(worker, copy.progress)
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, copy.progress)
     writer = SerialWriter(source)
     writer.start()
     try:

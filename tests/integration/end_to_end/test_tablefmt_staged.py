@@ -26,7 +26,7 @@ from tests.integration.relay._relay import queue_drained
 
 from ._partitioned import create_partitioned_topic, partition_ends, start_partitioned_relay
 from ._scenario import Processes, Scenario, captured_source
-from ._stack import wait_until, write_replication_yml
+from ._stack import wait_until
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
@@ -99,9 +99,7 @@ def test_delta_staged_micro_batches_equal_the_source_through_a_kill(
     create_partitioned_topic(run, PARTITIONS)
     relay = start_partitioned_relay(run, PARTITIONS)
     copy = make_target("delta", make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     document = yaml.safe_load(configuration.read_text())
     document["stage_min_mutations"] = 20
     configuration.write_text(yaml.safe_dump(document))
