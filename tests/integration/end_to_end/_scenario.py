@@ -142,6 +142,7 @@ class Scenario:
         stored_offset: Callable[[], int | None],
         timeout: float = 180.0,
     ) -> int:
+        """Wait for the relay to drain the queue and ``worker`` to store the topic's end."""
         return wait_caught_up(
             self.source,
             self.cluster,
