@@ -6,7 +6,7 @@ writer:
   configuration: {bootstrap_servers: "127.0.0.1:9092", properties: {...}}
 tick_interval: 0.05        # seconds between pgq.ticker() calls (0 disables: pgqd ticks)
 batch_max_events: 100000   # PgQ ticker_max_count: a tick is forced after this many events
-poll_interval: 0.02        # seconds to sleep when no batch is ready
+poll_interval: 0.02        # seconds to sleep when no batch is ready (less if a tick is due)
 fetch_size: 5000           # events fetched per round trip inside a batch
 on_error: exit             # exit | log: what a data error does (transient faults are retried)
 retry_interval: 2.0        # seconds before a batch that failed on a data error is retried (log)

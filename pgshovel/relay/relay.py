@@ -250,6 +250,14 @@ class Pacer:
         self.metrics.last_tick = time.time()
         self._snapshot = None
 
+    def pause(self, poll_interval: float) -> float:
+        """How long the loop may sleep when no batch is ready: the poll interval, or less
+        when the next tick is due sooner (else ticks would come at multiples of the poll
+        interval: 60 ms apart, not 50, with the defaults)."""
+        if self.interval <= 0:
+            return poll_interval
+        return max(0.0, min(poll_interval, self._next - time.monotonic()))
+
 
 def new_identifier() -> str:
     """How this relay process names itself in the election."""
@@ -278,7 +286,7 @@ def lead(
         batch = publisher.queue.next_batch()
         if batch is None:
             on_success()
-            stop.wait(poll_interval)
+            stop.wait(pacer.pause(poll_interval))
             continue
         if lost.is_set() or not before_publish():
             publisher.queue.abandon()

@@ -26,6 +26,7 @@ between cannot be written and is an error naming the column.
 from __future__ import annotations
 
 import decimal
+import operator
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -110,6 +111,7 @@ _READ_BY_KIND: dict[ValueKind, Callable[[Value], Any]] = {
     "date": _date,
     "timestamp": _timestamp,
 }
+_STRING: Callable[[Value], Any] = operator.attrgetter("string")
 # Arrow kinds held as text: their values are the codec's text, not read natively.
 _AS_TEXT = frozenset({"decimal", "text", "string"})
 _BY_KIND: dict[str, tuple[pa.DataType, str, Callable[[Value], Any]]] = {
@@ -168,6 +170,23 @@ def arrow_value(column: Column, value: Value) -> Any:
             "what Arrow's timestamp can hold; replicate this table to PostgreSQL"
         )
     return codec.to_text(value)
+
+
+def column_values(column: Column, values: Sequence[Value]) -> list[Any]:
+    """``arrow_value`` of each of one column's ``values``, in one pass: the value kind a
+    column's type travels as is read directly; any other kind goes through ``arrow_value``
+    (same results, same errors)."""
+    native = _BY_KIND.get(column.type_name)
+    if native is not None:
+        kind, read = native[1], native[2]
+    elif _decimal_type(column) is None:
+        kind, read = "string", _STRING
+    else:
+        return [arrow_value(column, value) for value in values]
+    return [
+        read(value) if value.WhichOneof("kind") == kind else arrow_value(column, value)
+        for value in values
+    ]
 
 
 def from_text(column: Column, text: str | None) -> Any:

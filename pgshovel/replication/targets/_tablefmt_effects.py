@@ -11,11 +11,17 @@ the copy's stored rows are converted (``_parquet_tables.evolve``). A renamed
 table's effect moves to its new name (``before`` keeps the stored name), a
 dropped table is listed in ``dropped``; unkeyed tables are refused: a net
 effect needs a key.
+
+Folding reads only what it needs per mutation: the operation, the shape check of
+each row and the key's values; a row holding the table's columns in order is kept
+as the stream's row (``_Pending``) and typed only if it survives the micro-batch,
+one column at a time (``_arrow.column_values``), so a key changed many times costs
+one conversion, not one per change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +30,7 @@ import pyarrow as pa
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.changes import Operation, key_of
-from pgshovel.replication.mutations import to_change
+from pgshovel.replication.mutations import OPERATIONS, column_name, operation_of, row_values
 from pgshovel.replication.provenance import stamp_of
 from pgshovel.replication.targets import _arrow
 from pgshovel.replication.targets._parquet_tables import PROVENANCE, evolve
@@ -42,6 +48,72 @@ RELOAD = (
 Identity = tuple[str, str]
 #: a stored row: the shape's values, then txid, batch, timestamp (µs) and provenance
 Row = tuple[Any, ...]
+Key = tuple[Any, ...]
+
+
+class _Pending:
+    """A kept row still in the stream's values: its mutation's new row holds the effect's
+    shape's columns in order (checked when it was folded)."""
+
+    __slots__ = ("batch", "mutation")
+
+    def __init__(self, mutation: stream_pb2.Mutation, batch: int) -> None:
+        self.mutation = mutation
+        self.batch = batch
+
+
+def _key_reader(
+    shape: TableShape, names: list[str], places: Sequence[int]
+) -> Callable[[stream_pb2.Row], Key | None]:
+    """Reads the key (Arrow values) of a row holding exactly ``names`` in order, its key
+    columns at ``places``; None for any other row (read by name then, and checked)."""
+    count = len(names)
+    pairs = [
+        (place, shape.columns[position])
+        for place, position in zip(places, shape.key_positions, strict=True)
+    ]
+    arrow_value = _arrow.arrow_value
+    if len(pairs) == 1:
+        ((place, column),) = pairs
+
+        def read_one(row: stream_pb2.Row) -> Key | None:
+            cells = row.columns
+            if len(cells) != count or list(map(column_name, cells)) != names:
+                return None
+            return (arrow_value(column, cells[place].value),)
+
+        return read_one
+
+    def read(row: stream_pb2.Row) -> Key | None:
+        cells = row.columns
+        if len(cells) != count or list(map(column_name, cells)) != names:
+            return None
+        return tuple(arrow_value(column, cells[place].value) for place, column in pairs)
+
+    return read
+
+
+def _typed(shape: TableShape, pending: Sequence[_Pending]) -> list[Row]:
+    """The stored rows of ``pending`` (in that order), typed column by column."""
+    cells = [item.mutation.new.columns for item in pending]
+    columns = [
+        _arrow.column_values(column, [row[index].value for row in cells])
+        for index, column in enumerate(shape.columns)
+    ]
+    rows: list[Row] = []
+    for values, item in zip(zip(*columns, strict=True), pending, strict=True):
+        mutation = item.mutation
+        stamp = stamp_of(mutation)
+        rows.append(
+            (
+                *values,
+                mutation.transaction,
+                item.batch,
+                mutation.timestamp,
+                None if stamp is None else stamp._asdict(),
+            )
+        )
+    return rows
 
 
 def refuse_unkeyed(kind: str, shapes: Sequence[TableShape]) -> None:
@@ -66,10 +138,19 @@ class TableEffect:
     truncate_txid: int | None = None
     truncate_time: int | None = None
     #: key -> last row (None: deleted), in the order of the last change
-    rows: dict[tuple[Any, ...], Row | None] = field(default_factory=dict)
+    rows: dict[Key, Row | _Pending | None] = field(default_factory=dict)
     #: deleted key -> the deleting change's (txid, timestamp), which a history closes with
     deleted_by: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
     batches: set[int] = field(default_factory=set)
+
+    def typed(self) -> dict[Key, Row | None]:
+        """The rows with every kept row typed (converts the ``_Pending`` ones in place)."""
+        pending = [(key, row) for key, row in self.rows.items() if isinstance(row, _Pending)]
+        if pending:
+            typed = _typed(self.shape, [row for _, row in pending])
+            for (key, _), row in zip(pending, typed, strict=True):
+                self.rows[key] = row  # same key: its place in the order stays
+        return self.rows  # type: ignore[return-value]  # no _Pending is left
 
     def table(self) -> pa.Table:
         """The rows as a net effect's Arrow rows (``_effect.effect_schema``)."""
@@ -80,7 +161,7 @@ class TableEffect:
         positions = shape.key_positions
         values: list[Row] = []
         deleted: list[bool] = []
-        for key, row in self.rows.items():
+        for key, row in self.typed().items():
             if row is None:
                 cells: list[Any] = [None] * (width + 4)
                 for position, value in zip(positions, key, strict=True):
@@ -105,7 +186,7 @@ class TableEffect:
         """Convert the rows gathered so far to ``after`` (a schema change of the table)."""
         before = self.shape
         width = len(before.columns)
-        kept = [(key, row) for key, row in self.rows.items() if row is not None]
+        kept = [(key, row) for key, row in self.typed().items() if row is not None]
         converted = evolve(
             _arrow.to_arrow(before, [row[:width] for _, row in kept]), before, after, defaults
         )
@@ -114,8 +195,8 @@ class TableEffect:
         else:
             columns = [converted.column(name).to_pylist() for name in after.column_names]
             new_rows = iter(zip(*columns, strict=True)) if columns else iter(())
-            updated: dict[tuple[Any, ...], Row | None] = {}
-            for key, row in self.rows.items():
+            updated: dict[Key, Row | _Pending | None] = {}
+            for key, row in self.typed().items():
                 if row is None:
                     updated[key] = None
                     continue
@@ -152,33 +233,54 @@ class EffectBuilder:
     def _run(self, shape: TableShape, entries: Sequence[tuple[Any, stream_pb2.Mutation]]) -> None:
         refuse_unkeyed(self.kind, [shape])
         effect = self._effect(shape)
+        # Rows are kept untyped only in the shape the effect types them in.
+        deferred = effect.shape == shape
         positions = shape.key_positions
+        names = list(shape.column_names)
+        # What a relay writes: the old row holds the key only, the new row every column.
+        old_key_of = _key_reader(shape, list(shape.key), range(len(positions)))
+        new_key_of = _key_reader(shape, names, positions)
         rows = effect.rows
+        batches = effect.batches
+        deleted_by = effect.deleted_by
         for batch, mutation in entries:
-            effect.batches.add(batch.batch_id)
-            change = to_change(mutation, shape, _arrow.arrow_value)
-            if change.operation is Operation.TRUNCATE:
+            batches.add(batch.batch_id)
+            operation = OPERATIONS.get(mutation.operation) or operation_of(mutation, shape)
+            if operation is Operation.TRUNCATE:
                 effect.truncate = True
                 effect.truncate_txid = mutation.transaction
                 effect.truncate_time = mutation.timestamp
                 rows.clear()
                 continue
-            if change.operation is not Operation.INSERT and change.old is not None:
-                old_key = key_of(change.old, positions)
+            if operation is not Operation.INSERT:
+                old = mutation.old
+                old_key = old_key_of(old) or new_key_of(old)
+                if old_key is None:
+                    values = row_values(old, shape, shape.key, "old", _arrow.arrow_value)
+                    old_key = key_of(values, positions)
                 rows.pop(old_key, None)
                 rows[old_key] = None
-                effect.deleted_by[old_key] = (mutation.transaction, mutation.timestamp)
-            if change.operation is not Operation.DELETE and change.new is not None:
+                deleted_by[old_key] = (mutation.transaction, mutation.timestamp)
+            if operation is Operation.DELETE:
+                continue
+            new = mutation.new
+            kept: Row | _Pending
+            new_key = new_key_of(new) if deferred else None
+            if new_key is not None:
+                kept = _Pending(mutation, batch.batch_id)
+            else:
+                values = row_values(new, shape, names, "new", _arrow.arrow_value)
+                new_key = key_of(values, positions)
                 stamp = stamp_of(mutation)
-                new_key = key_of(change.new, positions)
-                rows.pop(new_key, None)
-                rows[new_key] = (
-                    *change.new,
+                kept = (
+                    *values,
                     mutation.transaction,
                     batch.batch_id,
                     mutation.timestamp,
                     None if stamp is None else stamp._asdict(),
                 )
+            rows.pop(new_key, None)
+            rows[new_key] = kept
 
     def _schema(self, step: SchemaStep) -> None:
         before, after, change = step.before, step.after, step.change

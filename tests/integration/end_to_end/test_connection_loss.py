@@ -14,16 +14,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
 from kazoo.client import KazooClient
 
 from pgshovel.cluster import names
 from pgshovel.sandbox import SandboxConnection, restart_postgres
-from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, terminate, topic_of, write_relay_yml
+from tests.integration.capture._capture import SET
+from tests.integration.relay._relay import terminate
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, worker_state, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
+from ._stack import wait_until, worker_state
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
@@ -65,27 +65,14 @@ def test_relay_and_worker_ride_out_lost_connections_and_restarts(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
+    source = captured_source(make_database, zookeeper, cluster_name, SCHEMA, ["accounts"])
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
     target = copy.dsn
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "accounts"}])
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml",
-        kafka_config,
-        topic_of(cluster_name),
-        copy.spec,
-    )
-    relay = RelayProcess(
-        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
-    )
-    processes.append(relay)
-    worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-    processes.append(worker)
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_relay(lead=False), run.start_worker(configuration)
 
     def stored_offset() -> int | None:
         try:
@@ -124,20 +111,11 @@ def test_relay_and_worker_ride_out_lost_connections_and_restarts(
     assert writer.committed > 200, f"the writers kept writing ({writer.committed})"
     assert "relay backends 0" not in faults, faults
     assert "worker target backends 0" not in faults, faults
-    wait_caught_up(
-        source,
-        cluster_name,
-        kafka_config,
-        topic_of(cluster_name),
-        stored_offset,
-        worker.alive,
-        worker.output,
-        timeout=240,
-    )
+    run.wait_caught_up(worker, stored_offset, timeout=240)
     assert relay.alive() and worker.alive(), "no process needed a hand"
     assert relay_epoch(zookeeper, cluster_name) == epoch, "no leadership change, no new epoch"
     assert source_rows(target, "accounts") == source_rows(source, "accounts")
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
-    relay_log = (tmp_path / "relay.log").read_text()
+    relay_log = relay.output()
     assert relay_log.count("leading ") == 1, "the relay led once, throughout"

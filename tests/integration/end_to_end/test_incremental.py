@@ -34,10 +34,10 @@ from pgshovel.cluster.sets import parse_set_document
 from pgshovel.replication.targets.parquet import current_path
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import context
-from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+from tests.integration.capture._capture import SET
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
+from ._stack import wait_until
 from ._targets import TargetUnderTest, make_target, source_rows
 from ._threads import WriterThreads
 
@@ -166,40 +166,20 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "items"}])
+    source = captured_source(make_database, zookeeper, cluster_name, SCHEMA, ["items"])
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
     progress, copy_rows = copy.progress, copy.rows
 
     def item_value(key: int) -> bool:
         return any(row[0] == "1" and row[1] == str(key) for row in copy_rows("items"))
 
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     text = configuration.read_text() + "snapshots: {rows_per_chunk: 5000, parallel: 2}\n"
     configuration.write_text(text)
-    relay = RelayProcess(
-        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
-    )
-    processes.append(relay)
-    workers: list[WorkerProcess] = []
-
-    def start_worker() -> WorkerProcess:
-        worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-        processes.append(worker)
-        workers.append(worker)
-        return worker
-
-    worker = start_worker()
-    wait_until(
-        lambda: progress()[0] is not None, "the worker to stream", 180, worker.alive, worker.output
-    )
+    relay, worker = run.start_streaming(configuration, progress)
     writer = Writer(source)
     writer.start()
     lags: list[float] = []
@@ -216,7 +196,7 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         )
         lags.append(lag_probe(source, item_value, 10_000_001))
         worker.kill()
-        worker = start_worker()
+        worker = run.start_worker(configuration)
         probe = 10_000_002
         while progress()[1] or "backfill of public.big finished" not in worker.output():
             lags.append(lag_probe(source, item_value, probe))
@@ -239,15 +219,7 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         # A clean copy verifies; a tampered one does not, until repaired.
         writer.paused.set()
         time.sleep(0.5)
-        wait_caught_up(
-            source,
-            cluster_name,
-            kafka_config,
-            topic_of(cluster_name),
-            lambda: progress()[0],
-            worker.alive,
-            worker.output,
-        )
+        run.wait_caught_up(worker, lambda: progress()[0])
         for table in ("items", "big"):
             assert copy_rows(table) == source_rows(source, table), f"{table} after the copies"
         writer.paused.clear()
@@ -259,7 +231,7 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         else:
             worker.stop()
             tamper_parquet(output_path(copy))
-            worker = start_worker()
+            worker = run.start_worker(configuration)
             # verify asks the copies whose workers run: wait for the new one's status
             wait_until(
                 lambda: running_copies(zookeeper, cluster_name, SET) != (),
@@ -280,7 +252,7 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
             worker.output,
         )
         worker.kill()  # in the middle of the verify: the request survives
-        worker = start_worker()
+        worker = run.start_worker(configuration)
         code, output_text = finished(verify)
         assert code == 1, output_text
         assert "public.big: verify" in output_text
@@ -297,15 +269,7 @@ def test_backfill_resnapshot_verify_and_repair_while_streaming(
         writer.stop()
     assert writer.committed > 200
     wait_until(lambda: progress()[1] == 0, "no task left", 300, worker.alive, worker.output)
-    wait_caught_up(
-        source,
-        cluster_name,
-        kafka_config,
-        topic_of(cluster_name),
-        lambda: progress()[0],
-        worker.alive,
-        worker.output,
-    )
+    run.wait_caught_up(worker, lambda: progress()[0])
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
     for table in ("items", "big"):

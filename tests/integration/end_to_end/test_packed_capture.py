@@ -24,10 +24,8 @@ from psycopg2 import sql
 
 from pgshovel.inspection import catalog
 from pgshovel.sandbox import SandboxConnection
-from tests.integration.capture._capture import install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
 from ._targets import make_target, source_columns, source_rows
 from ._threads import WriterThreads
 
@@ -131,14 +129,10 @@ def test_packed_capture_under_savepoints_ddl_bulk_and_relay_kills(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(
-        zookeeper, cluster_name, source, [{"name": "accounts"}, {"name": "events"}], packing=PACKING
+    source = captured_source(
+        make_database, zookeeper, cluster_name, SCHEMA, ["accounts", "events"], packing=PACKING
     )
     connection = psycopg2.connect(source)
     try:
@@ -147,29 +141,9 @@ def test_packed_capture_under_savepoints_ddl_bulk_and_relay_kills(
         connection.close()
     assert {trigger.arguments[5] for trigger in installed.values()} == {"7,600"}
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
-    )
-    relay_yml = write_relay_yml(tmp_path, sandbox)
-    counter = iter(range(1, 100))
-
-    def start_relay() -> RelayProcess:
-        relay = RelayProcess(
-            sandbox, cluster_name, relay_yml, tmp_path / f"relay-{next(counter)}.log"
-        )
-        processes.append(relay)
-        return relay
-
-    relay = start_relay()
-    worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-    processes.append(worker)
-    wait_until(
-        lambda: copy.progress()[0] is not None,
-        "the worker to stream",
-        180,
-        worker.alive,
-        worker.output,
-    )
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, copy.progress)
     writer = Writer(source)
     writer.start()
     try:
@@ -177,20 +151,12 @@ def test_packed_capture_under_savepoints_ddl_bulk_and_relay_kills(
             time.sleep(3.0)
             relay.kill()
             time.sleep(1.0)
-            relay = start_relay()
+            relay = run.start_relay(lead=False)
         time.sleep(3.0)
     finally:
         writer.stop()
     assert writer.committed > 30 and writer.rollbacks > 0 and writer.shapes >= 2
-    wait_caught_up(
-        source,
-        cluster_name,
-        kafka_config,
-        topic_of(cluster_name),
-        lambda: copy.progress()[0],
-        worker.alive,
-        worker.output,
-    )
+    run.wait_caught_up(worker, lambda: copy.progress()[0])
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
     for table in ("accounts", "events"):

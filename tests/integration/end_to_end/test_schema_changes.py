@@ -25,10 +25,9 @@ from kazoo.client import KazooClient
 from psycopg2 import sql
 
 from pgshovel.sandbox import SandboxConnection
-from tests.integration.capture._capture import install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
+from ._stack import wait_until
 from ._targets import make_target, source_columns, source_rows
 from ._threads import WriterThreads
 
@@ -104,39 +103,16 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(
-        zookeeper, cluster_name, source, [{"name": "live"}, {"name": "moved"}, {"name": "doomed"}]
+    source = captured_source(
+        make_database, zookeeper, cluster_name, SCHEMA, ["live", "moved", "doomed"]
     )
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
     progress = copy.progress
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
-    )
-    relay_yml = write_relay_yml(tmp_path, sandbox)
-    counter = iter(range(1, 100))
-
-    def start_relay() -> RelayProcess:
-        relay = RelayProcess(
-            sandbox, cluster_name, relay_yml, tmp_path / f"relay-{next(counter)}.log"
-        )
-        processes.append(relay)
-        return relay
-
-    def start_worker() -> WorkerProcess:
-        worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-        processes.append(worker)
-        return worker
-
-    relay, worker = start_relay(), start_worker()
-    wait_until(
-        lambda: progress()[0] is not None, "the worker to stream", 180, worker.alive, worker.output
-    )
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, progress)
     writer = Writer(source)
 
     def write_some() -> None:
@@ -159,25 +135,17 @@ def test_every_target_follows_schema_changes_under_writes_and_kills(
             write_some()
             if victim == "relay":
                 relay.kill()
-                relay = start_relay()
+                relay = run.start_relay(lead=False)
             else:
                 worker.kill()
-                worker = start_worker()
+                worker = run.start_worker(configuration)
         write_some()
     finally:
         writer.stop()
     assert writer.committed > 100, "the writers kept writing"
 
     def caught_up() -> None:
-        wait_caught_up(
-            source,
-            cluster_name,
-            kafka_config,
-            topic_of(cluster_name),
-            lambda: progress()[0],
-            worker.alive,
-            worker.output,
-        )
+        run.wait_caught_up(worker, lambda: progress()[0])
 
     # First the whole stream (a worker just restarted may not have met the last
     # DDL yet, so it has no copy to do yet), then the copies that DDL asked for,

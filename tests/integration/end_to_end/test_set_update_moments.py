@@ -38,9 +38,10 @@ from pgshovel.replication.holds import VARIABLE
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import context
 from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, terminate, topic_of, write_relay_yml
+from tests.integration.relay._relay import terminate
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario
+from ._stack import wait_until
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
@@ -228,34 +229,24 @@ def test_set_update_at_every_moment_ends_with_an_exact_copy(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     source = make_database("source")
     create_tables(source)
     install(zookeeper, cluster_name, source, set_entries(0))
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml",
-        kafka_config,
-        topic_of(cluster_name),
-        copy.spec,
-        ranges_per_table=1,
-    )
+    configuration = run.replication_yml(copy.spec, ranges_per_table=1)
     holds = tmp_path / "holds"
     holds.mkdir()
     for point in MOMENTS[:3]:
         (holds / point).touch()
     monkeypatch.setenv(VARIABLE, str(holds))
-    relay = RelayProcess(
-        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
-    )
-    processes.append(relay)
-    wait_until(lambda: "leading" in relay.output(), "the relay to lead", 60, relay.alive)
+    relay = run.start_relay()
     writer = Writer(source)
     writer.start()
-    worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-    processes.append(worker)
+    worker = run.start_worker(configuration)
     removed: dict[str, list[tuple[str | None, ...]]] = {}
 
     def update(number: int) -> None:
@@ -303,13 +294,7 @@ def test_set_update_at_every_moment_ends_with_an_exact_copy(
         update(3)
         (holds / "loading").unlink()
         # 4. Streaming.
-        wait_until(
-            lambda: copy.progress()[0] is not None,
-            "the worker to stream",
-            240,
-            worker.alive,
-            worker.output,
-        )
+        run.streaming(worker, copy.progress, timeout=240)
         time.sleep(1.0)
         update(4)
         # 5. While the relay loses its source connections again and again.
@@ -331,16 +316,7 @@ def test_set_update_at_every_moment_ends_with_an_exact_copy(
     assert writer.committed > 100, f"the writers kept writing ({writer.committed})"
 
     def caught_up() -> None:
-        wait_caught_up(
-            source,
-            cluster_name,
-            kafka_config,
-            topic_of(cluster_name),
-            lambda: copy.progress()[0],
-            worker.alive,
-            worker.output,
-            timeout=240,
-        )
+        run.wait_caught_up(worker, lambda: copy.progress()[0], timeout=240)
 
     caught_up()
     wait_until(

@@ -32,11 +32,11 @@ from pgshovel.admin import planning, twophase
 from pgshovel.cluster.sets import parse_set_document
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import context
-from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+from tests.integration.capture._capture import SET
 
 from ._requests import ADMIN, run_sql
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
+from ._stack import wait_until
 from ._targets import make_target, source_columns, source_rows
 from ._threads import WriterThreads
 
@@ -173,48 +173,25 @@ def test_table_format_copy_equals_the_source_through_kills_ddl_and_set_update(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "items"}, {"name": "pairs"}])
+    source = captured_source(make_database, zookeeper, cluster_name, SCHEMA, ["items", "pairs"])
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
     progress = copy.progress
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     text = configuration.read_text() + "snapshots: {rows_per_chunk: 300, parallel: 2}\n"
     configuration.write_text(text)
-    relay_yml = write_relay_yml(tmp_path, sandbox)
-    counter = itertools.count(1)
-
-    def start_relay() -> RelayProcess:
-        relay = RelayProcess(
-            sandbox, cluster_name, relay_yml, tmp_path / f"relay-{next(counter)}.log"
-        )
-        processes.append(relay)
-        return relay
-
-    def start_worker() -> WorkerProcess:
-        worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-        processes.append(worker)
-        return worker
-
-    relay, worker = start_relay(), start_worker()
-    wait_until(
-        lambda: progress()[0] is not None, "the worker to stream", 180, worker.alive, worker.output
-    )
+    relay, worker = run.start_streaming(configuration, progress)
     writer = Writer(source)
     writer.start()
     try:
         time.sleep(3.0)
         worker.kill()  # kill -9 mid-stream: wherever it is between file write and commit
-        worker = start_worker()
+        worker = run.start_worker(configuration)
         time.sleep(3.0)
         relay.kill()
-        relay = start_relay()
+        relay = run.start_relay(lead=False)
         ddl = psycopg2.connect(source)
         with ddl, ddl.cursor() as cursor:
             cursor.execute("TRUNCATE pairs")
@@ -239,15 +216,7 @@ def test_table_format_copy_equals_the_source_through_kills_ddl_and_set_update(
     assert writer.rollbacks > 0, "some transactions were rolled back"
 
     def caught_up() -> None:
-        wait_caught_up(
-            source,
-            cluster_name,
-            kafka_config,
-            topic_of(cluster_name),
-            lambda: progress()[0],
-            worker.alive,
-            worker.output,
-        )
+        run.wait_caught_up(worker, lambda: progress()[0])
 
     caught_up()
     wait_until(

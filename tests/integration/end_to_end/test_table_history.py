@@ -28,10 +28,8 @@ from kazoo.client import KazooClient
 from pyiceberg.catalog.sql import SqlCatalog
 
 from pgshovel.sandbox import SandboxConnection
-from tests.integration.capture._capture import install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
 from ._tableformats import delta_path, read_arrow
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
@@ -119,43 +117,21 @@ def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "items"}])
+    source = captured_source(make_database, zookeeper, cluster_name, SCHEMA, ["items"])
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(kind, make_database, tmp_path, cluster_name)
     copy = dataclasses.replace(copy, spec={**copy.spec, "history": True})
     assert copy.root is not None
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
-    )
-    relay = RelayProcess(
-        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
-    )
-    processes.append(relay)
-
-    def start_worker() -> WorkerProcess:
-        worker = WorkerProcess(sandbox, cluster_name, configuration, tmp_path / "worker.log")
-        processes.append(worker)
-        return worker
-
-    worker = start_worker()
-    wait_until(
-        lambda: copy.progress()[0] is not None,
-        "the worker to stream",
-        180,
-        worker.alive,
-        worker.output,
-    )
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, copy.progress)
     writer = Writer(source)
     writer.start()
     try:
         time.sleep(3.0)
         worker.kill()  # kill -9 mid-stream, wherever it is between the table and its history
-        worker = start_worker()
+        worker = run.start_worker(configuration)
         time.sleep(2.0)
         with psycopg2.connect(source) as connection, connection.cursor() as cursor:
             cursor.execute("TRUNCATE items")
@@ -165,15 +141,7 @@ def test_history_versions_are_the_audited_versions_through_truncate_and_kill(
     finally:
         writer.stop()
     assert writer.committed > 30 and writer.rollbacks > 0
-    wait_caught_up(
-        source,
-        cluster_name,
-        kafka_config,
-        topic_of(cluster_name),
-        lambda: copy.progress()[0],
-        worker.alive,
-        worker.output,
-    )
+    run.wait_caught_up(worker, lambda: copy.progress()[0])
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
 

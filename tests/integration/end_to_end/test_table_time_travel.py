@@ -43,9 +43,8 @@ from pgshovel.sandbox import SandboxConnection
 from pgshovel.source import TableShape
 from pgshovel.stream.handoff import is_visible, parse_txid_snapshot
 from tests.integration.capture._capture import install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario
 from ._tableformats import delta_path
 from ._targets import make_target, source_rows
 
@@ -239,7 +238,7 @@ def test_every_version_is_a_source_state_and_time_travel_finds_it(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
     source = make_database("source")
     with psycopg2.connect(source) as connection, connection.cursor() as cursor:
@@ -248,57 +247,26 @@ def test_every_version_is_a_source_state_and_time_travel_finds_it(
     connection.close()
     initial = source_rows(source, "accounts")
     install(zookeeper, cluster_name, source, [{"name": "accounts"}])
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     copy = make_target(target_kind, make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
-    )
-    relay_yml = write_relay_yml(tmp_path, sandbox)
-    logs = itertools.count(1)
-
-    def start_relay() -> RelayProcess:
-        relay = RelayProcess(sandbox, cluster_name, relay_yml, tmp_path / f"relay-{next(logs)}.log")
-        processes.append(relay)
-        return relay
-
-    def start_worker() -> WorkerProcess:
-        worker = WorkerProcess(
-            sandbox, cluster_name, configuration, tmp_path / f"worker-{next(logs)}.log"
-        )
-        processes.append(worker)
-        return worker
-
-    relay, worker = start_relay(), start_worker()
-    wait_until(
-        lambda: copy.progress()[0] is not None,
-        "the worker to stream",
-        180,
-        worker.alive,
-        worker.output,
-    )
+    configuration = run.replication_yml(copy.spec)
+    relay, worker = run.start_streaming(configuration, copy.progress)
     writer = SerialWriter(source)
     writer.start()
     try:
         time.sleep(4.0)
         worker.kill()  # kill -9 mid-stream
-        worker = start_worker()
+        worker = run.start_worker(configuration)
         time.sleep(3.0)
         relay.kill()
-        relay = start_relay()
+        relay = run.start_relay(lead=False)
         time.sleep(4.0)
     finally:
         writer.stop()
     assert len(writer.history) > 100, "the writer kept committing"
     assert writer.rollbacks > 0, "some transactions were rolled back"
     assert writer.truncates > 0, "the table was truncated and refilled"
-    wait_caught_up(
-        source,
-        cluster_name,
-        kafka_config,
-        topic_of(cluster_name),
-        lambda: copy.progress()[0],
-        worker.alive,
-        worker.output,
-    )
+    run.wait_caught_up(worker, lambda: copy.progress()[0])
     assert worker.stop() == 0, worker.output()[-3000:]
     assert relay.stop() == 0, relay.output()[-3000:]
 

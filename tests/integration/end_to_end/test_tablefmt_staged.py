@@ -16,19 +16,17 @@ import random
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
 import yaml
 from kazoo.client import KazooClient
 
 from pgshovel.replication.staging.tablefmt import leftover_directories
 from pgshovel.sandbox import SandboxConnection
-from tests.integration.capture._capture import install
 from tests.integration.relay._relay import queue_drained
 
 from ._partitioned import create_partitioned_topic, partition_ends, start_partitioned_relay
-from ._scenario import Processes, Scenario
-from ._stack import wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
+from ._stack import wait_until
 from ._targets import make_target, source_rows
 from ._threads import WriterThreads
 
@@ -96,19 +94,12 @@ def test_delta_staged_micro_batches_equal_the_source_through_a_kill(
     tmp_path: Path,
     processes: Processes,
 ) -> None:
-    source = make_database("source")
-    connection = psycopg2.connect(source)
-    with connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "items"}, {"name": "pairs"}])
+    source = captured_source(make_database, zookeeper, cluster_name, SCHEMA, ["items", "pairs"])
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     create_partitioned_topic(run, PARTITIONS)
     relay = start_partitioned_relay(run, PARTITIONS)
     copy = make_target("delta", make_database, tmp_path, cluster_name)
-    configuration = write_replication_yml(
-        tmp_path / "replication.yml", kafka_config, run.topic, copy.spec
-    )
+    configuration = run.replication_yml(copy.spec)
     document = yaml.safe_load(configuration.read_text())
     document["stage_min_mutations"] = 20
     configuration.write_text(yaml.safe_dump(document))

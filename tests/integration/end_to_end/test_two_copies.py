@@ -27,11 +27,11 @@ from pgshovel.replication.targets import copy_name
 from pgshovel.replication.targets.parquet import ParquetTarget
 from pgshovel.replication.targets.postgresql import PostgresTarget
 from pgshovel.sandbox import SandboxConnection
-from tests.integration.capture._capture import SET, install
-from tests.integration.relay._relay import RelayProcess, topic_of, write_relay_yml
+from tests.integration.capture._capture import SET
 from tests.integration.relay.test_lag import free_port
 
-from ._stack import WorkerProcess, wait_caught_up, wait_until, write_replication_yml
+from ._scenario import Processes, Scenario, captured_source
+from ._stack import wait_until, write_replication_yml
 from ._targets import make_target, source_rows
 from .test_incremental import admin, finished
 
@@ -64,17 +64,11 @@ def test_verify_answers_per_copy_and_fails_at_once_without_workers(
     cluster_name: str,
     kafka_config: dict[str, str],
     tmp_path: Path,
-    processes: list[Any],
+    processes: Processes,
 ) -> None:
-    source = make_database("source")
-    with psycopg2.connect(source) as connection, connection.cursor() as cursor:
-        cursor.execute(SCHEMA)
-    connection.close()
-    install(zookeeper, cluster_name, source, [{"name": "items"}])
-    relay = RelayProcess(
-        sandbox, cluster_name, write_relay_yml(tmp_path, sandbox), tmp_path / "relay.log"
-    )
-    processes.append(relay)
+    source = captured_source(make_database, zookeeper, cluster_name, SCHEMA, ["items"])
+    run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
+    relay = run.start_relay(lead=False)
 
     # With no worker running the commands fail at once, and ask nothing of anyone.
     started = time.monotonic()
@@ -93,42 +87,25 @@ def test_verify_answers_per_copy_and_fails_at_once_without_workers(
     for kind, copy in copies.items():
         (tmp_path / kind).mkdir(exist_ok=True)
         configuration = write_replication_yml(
-            tmp_path / kind / "replication.yml", kafka_config, topic_of(cluster_name), copy.spec
+            tmp_path / kind / "replication.yml", kafka_config, run.topic, copy.spec
         )
         if kind == "postgresql":
             document = yaml.safe_load(configuration.read_text())
             document["metrics_port"] = port
             configuration.write_text(yaml.safe_dump(document))
-        workers[kind] = WorkerProcess(
-            sandbox, cluster_name, configuration, tmp_path / kind / "worker.log"
-        )
-        processes.append(workers[kind])
+        workers[kind] = run.start_worker(configuration, tmp_path / kind / "worker.log")
     names = {
         "postgresql": copy_name(PostgresTarget(copies["postgresql"].dsn)),
         "parquet": copy_name(ParquetTarget(str(copies["parquet"].path))),
     }
     for kind, worker in workers.items():
-        wait_until(
-            lambda copy=copies[kind]: copy.progress()[0] is not None,  # type: ignore[misc]
-            f"the {kind} worker to stream",
-            240,
-            worker.alive,
-            worker.output,
-        )
+        run.streaming(worker, copies[kind].progress, f"the {kind} worker to stream", 240)
     wait_until(lambda: len(running_copies(zookeeper, cluster_name, SET)) == 2, "both statuses", 60)
     with psycopg2.connect(source) as connection, connection.cursor() as cursor:
         cursor.execute("UPDATE items SET v = v + 1 WHERE id <= 10")
     connection.close()
     for kind, copy in copies.items():
-        wait_caught_up(
-            source,
-            cluster_name,
-            kafka_config,
-            topic_of(cluster_name),
-            lambda copy=copy: copy.progress()[0],  # type: ignore[misc]
-            workers[kind].alive,
-            workers[kind].output,
-        )
+        run.wait_caught_up(workers[kind], lambda copy=copy: copy.progress()[0])  # type: ignore[misc]
         assert copy.rows("items") == source_rows(source, "items"), kind
 
     # The PostgreSQL copy's apply is held (its table locked in the copy): its lag is the time
@@ -162,15 +139,7 @@ def test_verify_answers_per_copy_and_fails_at_once_without_workers(
     finally:
         blocker.rollback()
         blocker.close()
-    wait_caught_up(
-        source,
-        cluster_name,
-        kafka_config,
-        topic_of(cluster_name),
-        lambda: copies["postgresql"].progress()[0],
-        workers["postgresql"].alive,
-        workers["postgresql"].output,
-    )
+    run.wait_caught_up(workers["postgresql"], lambda: copies["postgresql"].progress()[0])
     assert scrape(port, "apply_lag_seconds", names["postgresql"]) == 0.0
     assert scrape(port, "batch_lag_seconds", names["postgresql"]) >= HELD_SECONDS
     assert scrape(port, "table_mutations_total", names["postgresql"], table="items") == 11.0

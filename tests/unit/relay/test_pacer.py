@@ -7,6 +7,8 @@ the pacer ticks as soon as such events have committed.
 
 from __future__ import annotations
 
+import time
+
 from pgshovel.relay.metrics import RelayMetrics
 from pgshovel.relay.relay import Pacer
 
@@ -76,3 +78,17 @@ def test_no_ticks_when_pgqd_ticks() -> None:
     ticks = Ticks()
     Pacer(ticks, 0, RelayMetrics()).maybe_tick()  # type: ignore[arg-type]
     assert ticks.calls == []
+
+
+def test_the_loop_sleeps_no_longer_than_until_the_next_tick() -> None:
+    ticks = Ticks()
+    ticks.ticks = [5]
+    pacer = Pacer(ticks, 0.05, RelayMetrics())  # type: ignore[arg-type]
+    pacer.maybe_tick()
+    # Just ticked: the next tick is due in 50 ms, more than a 20 ms poll.
+    assert 0.0 < pacer.pause(0.02) <= 0.02
+    pacer._next = time.monotonic() + 0.005  # due in 5 ms: sleep at most that
+    assert pacer.pause(0.02) <= 0.005
+    pacer._next = time.monotonic() - 1  # overdue: do not sleep
+    assert pacer.pause(0.02) == 0.0
+    assert Pacer(ticks, 0, RelayMetrics()).pause(0.02) == 0.02  # type: ignore[arg-type]
