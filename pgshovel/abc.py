@@ -110,8 +110,9 @@ class QueueReader(Protocol):
         """Fail clearly when the queue or the relay's consumer registration is missing."""
         ...
 
-    def configure_ticker(self, max_lag_seconds: float, max_count: int) -> None:
-        """Make ``tick`` tick at most every ``max_lag_seconds`` or ``max_count`` events."""
+    def configure_ticker(self, interval: float, max_count: int) -> None:
+        """Make ``tick``, called once per ``interval``, tick at each call when there are
+        events, and at ``max_count`` events at the latest."""
         ...
 
     def tick(self) -> int | None:

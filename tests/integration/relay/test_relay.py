@@ -132,6 +132,12 @@ def test_committed_transactions_in_order_framed(
         wait_for(lambda: queue_drained(database, cluster_name), 60, "the relay to drain the queue")
     finally:
         assert relay.stop() == 0, relay.output()
+    # PgQ ticks at each of the relay's ticker calls (every 0.05 s) when events wait: its
+    # max lag is half the interval, so a call a hair early on PgQ's clock still ticks.
+    with psycopg2.connect(database) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT extract(epoch FROM queue_ticker_max_lag) FROM pgq.queue")
+        assert [float(row[0]) for row in cursor.fetchall()] == [0.025]
+    connection.close()
     messages = read_topic(kafka_config, topic_of(cluster_name))
     batches = validated(messages)
     mutations = [m for b in batches for m in b.mutations]

@@ -70,7 +70,7 @@ class Queue:
     def check(self) -> None:
         pass
 
-    def configure_ticker(self, max_lag_seconds: float, max_count: int) -> None:
+    def configure_ticker(self, interval: float, max_count: int) -> None:
         pass
 
     def tick(self) -> int | None:
