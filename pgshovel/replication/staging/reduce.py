@@ -172,7 +172,12 @@ def _key_cut(positions: tuple[int, ...]) -> Callable[[bytes], object]:
         position = positions[0]
         return lambda line: line.split(b"\t", position + 1)[position]
     cut = max(positions) + 1
-    return lambda line: tuple([line.split(b"\t", cut)[position] for position in positions])
+
+    def key(line: bytes) -> object:
+        fields = line.split(b"\t", cut)  # once per line, not once per key field
+        return tuple([fields[position] for position in positions])
+
+    return key
 
 
 def _deleted_copy(shape: TableShape) -> Callable[[object], bytes]:

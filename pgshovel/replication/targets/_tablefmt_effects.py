@@ -30,7 +30,7 @@ import pyarrow as pa
 from pgshovel.errors import SchemaError
 from pgshovel.protocol import stream_pb2
 from pgshovel.replication.changes import Operation, key_of
-from pgshovel.replication.mutations import OPERATIONS, column_name, operation_of, row_values
+from pgshovel.replication.mutations import OPERATIONS, in_shape_order, operation_of, row_values
 from pgshovel.replication.provenance import stamp_of
 from pgshovel.replication.targets import _arrow
 from pgshovel.replication.targets._parquet_tables import PROVENANCE, evolve
@@ -67,30 +67,31 @@ def _key_reader(
 ) -> Callable[[stream_pb2.Row], Key | None]:
     """Reads the key (Arrow values) of a row holding exactly ``names`` in order, its key
     columns at ``places``; None for any other row (read by name then, and checked)."""
-    count = len(names)
     pairs = [
         (place, shape.columns[position])
         for place, position in zip(places, shape.key_positions, strict=True)
     ]
     arrow_value = _arrow.arrow_value
-    if len(pairs) == 1:
-        ((place, column),) = pairs
-
-        def read_one(row: stream_pb2.Row) -> Key | None:
-            cells = row.columns
-            if len(cells) != count or list(map(column_name, cells)) != names:
-                return None
-            return (arrow_value(column, cells[place].value),)
-
-        return read_one
 
     def read(row: stream_pb2.Row) -> Key | None:
-        cells = row.columns
-        if len(cells) != count or list(map(column_name, cells)) != names:
+        if not in_shape_order(row, names):
             return None
-        return tuple(arrow_value(column, cells[place].value) for place, column in pairs)
+        cells = row.columns
+        return tuple([arrow_value(column, cells[place].value) for place, column in pairs])
 
     return read
+
+
+def _stored(values: Sequence[Any], mutation: stream_pb2.Mutation, batch: int) -> Row:
+    """A stored row: ``values`` (the shape's, typed) and the change columns of ``mutation``."""
+    stamp = stamp_of(mutation)
+    return (
+        *values,
+        mutation.transaction,
+        batch,
+        mutation.timestamp,
+        None if stamp is None else stamp._asdict(),
+    )
 
 
 def _typed(shape: TableShape, pending: Sequence[_Pending]) -> list[Row]:
@@ -100,20 +101,10 @@ def _typed(shape: TableShape, pending: Sequence[_Pending]) -> list[Row]:
         _arrow.column_values(column, [row[index].value for row in cells])
         for index, column in enumerate(shape.columns)
     ]
-    rows: list[Row] = []
-    for values, item in zip(zip(*columns, strict=True), pending, strict=True):
-        mutation = item.mutation
-        stamp = stamp_of(mutation)
-        rows.append(
-            (
-                *values,
-                mutation.transaction,
-                item.batch,
-                mutation.timestamp,
-                None if stamp is None else stamp._asdict(),
-            )
-        )
-    return rows
+    return [
+        _stored(values, item.mutation, item.batch)
+        for values, item in zip(zip(*columns, strict=True), pending, strict=True)
+    ]
 
 
 def refuse_unkeyed(kind: str, shapes: Sequence[TableShape]) -> None:
@@ -271,14 +262,7 @@ class EffectBuilder:
             else:
                 values = row_values(new, shape, names, "new", _arrow.arrow_value)
                 new_key = key_of(values, positions)
-                stamp = stamp_of(mutation)
-                kept = (
-                    *values,
-                    mutation.transaction,
-                    batch.batch_id,
-                    mutation.timestamp,
-                    None if stamp is None else stamp._asdict(),
-                )
+                kept = _stored(values, mutation, batch.batch_id)
             rows.pop(new_key, None)
             rows[new_key] = kept
 
