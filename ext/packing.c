@@ -24,6 +24,18 @@
  * and ev_txid are those of every change (one transaction), ev_extra1..4 null.
  * A pack of one change is written as that change's ordinary event.
  *
+ * COPY lines (contract 5: TG_ARGV[5] is "ROWS,BYTES,copy"): the changes of a
+ * table captured without provenance are written as COPY text lines instead of
+ * JSON, and that table's entry has a fifth element, its captured columns as a
+ * JSON array text (the lines' field order): an INSERT is its new row's line, a
+ * DELETE its old row's, an UPDATE two lines, old then new. A field is the
+ * column's text with '\', tab, newline and carriage return escaped by a
+ * backslash ('\\', '\t', '\n', '\r'), NULL is '\N': exactly what
+ * pgshovel.stream.rows.copy_field makes of the JSON trigger's text, so the
+ * relay forwards the lines as they are. A TRUNCATE stays a JSON change (its
+ * table entry has four elements), and a pack holding one COPY change is still
+ * written as a packed row (an ordinary event's data is JSON).
+ *
  * Order: the queue's order is the order of the changes' ids, so nothing needs
  * writing first when something else enters the queue in the same transaction
  * (a schema event, a watermark, pgq.insert_event): its id falls exactly where it
@@ -72,6 +84,7 @@ typedef struct PackTable
 	char	   *name;
 	char	   *version;
 	char	   *keys;
+	char	   *columns;		/* COPY lines of these columns (a JSON array), or NULL: JSON */
 } PackTable;
 
 struct Pack
@@ -102,7 +115,16 @@ static void pack_xact(XactEvent event, void *arg);
 static void pack_subxact(SubXactEvent event, SubTransactionId mySubid,
 						 SubTransactionId parentSubid, void *arg);
 
-/* ROWS,BYTES of TG_ARGV[5], both at least 1. */
+/* Whether TG_ARGV[5] asks for COPY lines: "ROWS,BYTES,copy". */
+bool
+pack_copy_lines(const char *argument)
+{
+	size_t		length = strlen(argument);
+
+	return length > 5 && strcmp(argument + length - 5, ",copy") == 0;
+}
+
+/* ROWS,BYTES of TG_ARGV[5] (then ",copy" or nothing), both at least 1. */
 static void
 parse_limits(const char *argument, int *rows, int *bytes)
 {
@@ -117,7 +139,7 @@ parse_limits(const char *argument, int *rows, int *bytes)
 		const char *rest = end + 1;
 
 		b = strtol(rest, &end, 10);
-		if (errno == 0 && *end == '\0' && end != rest && r >= 1 && r <= INT_MAX / 2
+		if (errno == 0 && (*end == '\0' || strcmp(end, ",copy") == 0) && end != rest && r >= 1 && r <= INT_MAX / 2
 			&& b >= 1 && b <= MaxAllocSize / 4)
 		{
 			*rows = (int) r;
@@ -127,7 +149,7 @@ parse_limits(const char *argument, int *rows, int *bytes)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("pgshovel capture: packing argument \"%s\" is not ROWS,BYTES (two positive integers)",
+			 errmsg("pgshovel capture: packing argument \"%s\" is not ROWS,BYTES or ROWS,BYTES,copy (two positive integers)",
 					argument),
 			 errhint("Run pgshovel-admin set update to install the set's triggers again.")));
 }
@@ -183,7 +205,7 @@ pack_for(QueueEntry *entry, const char *argument, bool direct)
 /* The index of a table's ev_extra1..4 in the pack (added when new). */
 int
 pack_table(Pack *pack, const char *schema, const char *name, const char *version,
-		   const char *keys)
+		   const char *keys, const char *columns)
 {
 	PackTable  *table;
 	int			i;
@@ -192,7 +214,9 @@ pack_table(Pack *pack, const char *schema, const char *name, const char *version
 	{
 		table = &pack->tables[i];
 		if (strcmp(table->name, name) == 0 && strcmp(table->schema, schema) == 0
-			&& strcmp(table->version, version) == 0 && strcmp(table->keys, keys) == 0)
+			&& strcmp(table->version, version) == 0 && strcmp(table->keys, keys) == 0
+			&& (table->columns == NULL ? columns == NULL
+				: columns != NULL && strcmp(table->columns, columns) == 0))
 			return i;
 	}
 	if (pack->ntables == pack->table_capacity)
@@ -205,6 +229,7 @@ pack_table(Pack *pack, const char *schema, const char *name, const char *version
 	table->name = MemoryContextStrdup(pack_context, name);
 	table->version = MemoryContextStrdup(pack_context, version);
 	table->keys = MemoryContextStrdup(pack_context, keys);
+	table->columns = columns == NULL ? NULL : MemoryContextStrdup(pack_context, columns);
 	return pack->ntables++;
 }
 
@@ -261,6 +286,11 @@ append_header(StringInfo out, Pack *pack, int from, int to)
 		escape_json(out, table->version);
 		appendStringInfoChar(out, ',');
 		escape_json(out, table->keys);
+		if (table->columns != NULL)
+		{
+			appendStringInfoChar(out, ',');
+			escape_json(out, table->columns);
+		}
 		appendStringInfoChar(out, ']');
 	}
 	appendStringInfoString(out, "],[");
@@ -299,9 +329,9 @@ pack_write(Pack *pack, int from, int to)
 
 	values[0] = Int64GetDatum(pack->changes[from].id);
 	values[1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	if (to - from == 1)
+	if (to - from == 1 && pack->tables[pack->changes[from].table].columns == NULL)
 	{
-		/* one change: its own event, as without packing */
+		/* one JSON change: its own event, as without packing */
 		PackTable  *table = &pack->tables[pack->changes[from].table];
 
 		type[0] = pack->changes[from].type;
@@ -315,7 +345,7 @@ pack_write(Pack *pack, int from, int to)
 	{
 		StringInfoData header;
 
-		type[0] = 'P';
+		type[0] = 'P';		/* several changes, or COPY lines */
 		initStringInfo(&header);
 		append_header(&header, pack, from, to);
 		data = palloc(VARHDRSZ + header.len + length);
@@ -331,7 +361,7 @@ pack_write(Pack *pack, int from, int to)
 	values[2] = CStringGetTextDatum(type);
 	values[3] = PointerGetDatum(data);
 #ifdef USE_LZ4
-	if (pack->direct && to - from > 1 && VARSIZE(data) > PACK_COMPRESS_MIN)
+	if (pack->direct && type[0] == 'P' && VARSIZE(data) > PACK_COMPRESS_MIN)
 	{
 		Datum		compressed = toast_compress_datum(values[3], TOAST_LZ4_COMPRESSION);
 

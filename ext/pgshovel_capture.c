@@ -8,6 +8,8 @@
  *   TG_ARGV[2]  key columns as a JSON array (ev_extra4)
  *   TG_ARGV[3]  captured columns as a text[] literal; '' captures every column
  *   TG_ARGV[4]  '1': stamp every event with its provenance (absent or '': no)
+ *   TG_ARGV[5]  packing (packing.c): "ROWS,BYTES", or "ROWS,BYTES,copy" for
+ *               packs of COPY lines; absent or '': one event per change
  * and it writes one event per row change into the queue's current event table:
  *   ev_type 'I' | 'U' | 'D' | 'T', ev_data the JSON array [old, new] where each
  *   row is null or an object mapping column name to the column's text (its
@@ -109,10 +111,11 @@ PG_MODULE_MAGIC;
  * What pgshovel_capture_revision() answers: 3, provenance (TG_ARGV[4]) besides the
  * statement triggers of contract 2, which pgshovel_capture_contract() keeps answering.
  * pgshovel_capture_contract_version() answers the highest contract this library
- * serves, every lower one included: 4, packing (TG_ARGV[5], see packing.c).
+ * serves, every lower one included: 5, packing with COPY lines (TG_ARGV[5]
+ * "ROWS,BYTES,copy", see packing.c) besides packing (4, "ROWS,BYTES").
  */
 #define CONTRACT 3
-#define CONTRACT_VERSION 4
+#define CONTRACT_VERSION 5
 /* Events written per heap_multi_insert, and the bytes of event data that end a batch early. */
 #define BATCH_EVENTS 1000
 #define BATCH_BYTES (4 * 1024 * 1024)
@@ -145,6 +148,7 @@ typedef struct RowPlan
 	char	  **labels;			/* per captured column: [", "]"name": (escaped once) */
 	int		   *label_lengths;
 	char	   *columns;		/* TG_ARGV[3] these flags were computed for */
+	char	   *column_list;	/* the captured columns' names as a JSON array (COPY lines) */
 } RowPlan;
 
 static void
@@ -178,12 +182,14 @@ insert_event(QueueEntry *entry, Datum name, const char *type, const char *data,
 
 /*
  * A call's pack (packing on: TG_ARGV[5]): the queue read and checked as
- * insert_event does, the table's ev_extra1..4 in the pack as *table. Events go
+ * insert_event does, the table's ev_extra1..4 (and, for COPY lines, its captured
+ * columns ``columns``; NULL: JSON) in the pack as *table. Events go
  * straight into the event table where insert_event's would, and then may wait
  * for the end of the transaction; its lock is taken now, as an insert would.
  */
 static Pack *
-pack_begin(QueueEntry *entry, Datum name, Relation rel, Trigger *trigger, int *table)
+pack_begin(QueueEntry *entry, Datum name, Relation rel, Trigger *trigger, const char *columns,
+		   int *table)
 {
 	bool		direct;
 	Pack	   *pack;
@@ -198,7 +204,8 @@ pack_begin(QueueEntry *entry, Datum name, Relation rel, Trigger *trigger, int *t
 		LockRelationOid(entry->table_oid, RowExclusiveLock);
 	pack = pack_for(entry, trigger->tgargs[5], direct);
 	*table = pack_table(pack, get_namespace_name(RelationGetNamespace(rel)),
-						RelationGetRelationName(rel), trigger->tgargs[1], trigger->tgargs[2]);
+						RelationGetRelationName(rel), trigger->tgargs[1], trigger->tgargs[2],
+						columns);
 	return pack;
 }
 
@@ -538,6 +545,7 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 	int			count = 0;
 	bool		first = true;
 	int			i;
+	StringInfoData list;
 
 	if (plan != NULL && plan->relid == RelationGetRelid(rel) && plan->natts == desc->natts
 		&& strcmp(plan->columns, columns) == 0)
@@ -568,6 +576,8 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 	plan->columns = MemoryContextStrdup(context, columns);
 	if (columns[0] != '\0')
 		names = column_names(columns, &count);
+	initStringInfo(&list);
+	appendStringInfoChar(&list, '[');
 	for (i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute attribute = TupleDescAttr(desc, i);
@@ -608,11 +618,17 @@ row_plan(FunctionCallInfo fcinfo, Relation rel, const char *columns)
 		first = false;
 		escape_json(&label, NameStr(attribute->attname));
 		appendStringInfoString(&label, ": ");
+		if (list.len > 1)
+			appendStringInfoChar(&list, ',');
+		escape_json(&list, NameStr(attribute->attname));
 		plan->names[i] = attribute->attname;
 		plan->labels[i] = MemoryContextStrdup(context, label.data);
 		plan->label_lengths[i] = label.len;
 		pfree(label.data);
 	}
+	appendStringInfoChar(&list, ']');
+	plan->column_list = MemoryContextStrdup(context, list.data);
+	pfree(list.data);
 	fcinfo->flinfo->fn_extra = plan;
 	return plan;
 }
@@ -730,6 +746,113 @@ render_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
 		render_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i]);
 	}
 	appendStringInfoChar(out, '}');
+}
+
+/*
+ * ``length`` bytes of text as one COPY text field: '\\', tab, newline and
+ * carriage return escaped with a backslash, nothing else (what
+ * pgshovel.stream.rows.copy_field makes of the same text).
+ */
+static void
+append_copy_bytes(StringInfo out, const char *text, int length)
+{
+	int			i;
+	int			done = 0;
+
+	enlargeStringInfo(out, length);
+	for (i = 0; i < length; i++)
+	{
+		char		c = text[i];
+		char		escaped;
+
+		if (c == '\\')
+			escaped = '\\';
+		else if (c == '\t')
+			escaped = 't';
+		else if (c == '\n')
+			escaped = 'n';
+		else if (c == '\r')
+			escaped = 'r';
+		else
+			continue;
+		appendBinaryStringInfo(out, text + done, i - done);
+		appendStringInfoChar(out, '\\');
+		appendStringInfoChar(out, escaped);
+		done = i + 1;
+	}
+	appendBinaryStringInfo(out, text + done, length - done);
+}
+
+/* One column of a row as a COPY field (after a tab unless it is the first). */
+static inline void
+render_copy_value(StringInfo out, RowPlan *plan, int i, Datum value, bool isnull, bool first)
+{
+	if (!first)
+		appendStringInfoChar(out, '\t');
+	if (isnull)
+		appendBinaryStringInfo(out, "\\N", 2);
+	else if (plan->kinds[i] == KIND_TEXT)
+	{
+		text	   *unpacked = DatumGetTextPP(value);
+
+		append_copy_bytes(out, VARDATA_ANY(unpacked), VARSIZE_ANY_EXHDR(unpacked));
+		if ((Pointer) unpacked != DatumGetPointer(value))
+			pfree(unpacked);
+	}
+	else if (plan->kinds[i] != KIND_OUTPUT)
+	{
+		enlargeStringInfo(out, MAXINT8LEN + 1);
+		if (plan->kinds[i] == KIND_INT2)
+			out->len += pg_itoa(DatumGetInt16(value), out->data + out->len);
+		else if (plan->kinds[i] == KIND_INT4)
+			out->len += pg_ltoa(DatumGetInt32(value), out->data + out->len);
+		else
+			out->len += pg_lltoa(DatumGetInt64(value), out->data + out->len);
+		out->data[out->len] = '\0';
+	}
+	else
+	{
+		char	   *text = OutputFunctionCall(&plan->output[i], value);
+
+		append_copy_bytes(out, text, strlen(text));
+	}
+}
+
+/* The row as one COPY text line of its captured columns (packing with COPY lines). */
+static void
+render_copy(StringInfo out, RowPlan *plan, TupleDesc desc, HeapTuple tuple)
+{
+	int			i;
+	bool		first = true;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		Datum		value;
+		bool		isnull;
+
+		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
+			continue;
+		value = heap_getattr(tuple, i + 1, desc, &isnull);
+		render_copy_value(out, plan, i, value, isnull, first);
+		first = false;
+	}
+}
+
+/* The same for a row of a transition table. */
+static void
+render_copy_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
+{
+	int			i;
+	bool		first = true;
+
+	slot_getallattrs(slot);
+	for (i = 0; i < desc->natts; i++)
+	{
+		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
+			continue;
+		render_copy_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i], first);
+		first = false;
+	}
 }
 
 /* Is ``function`` a pgshovel capture function (pgshovel_<cluster>.capture)? */
@@ -923,6 +1046,9 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 	bool		done = false;
 	const char *stamp_data = stamp->data;
 	int			stamp_len = stamp->len;
+	/* COPY lines instead of JSON (packing.c): packed, without provenance */
+	bool		copy = packing && stamp->len == 0
+		&& pack_copy_lines(trigdata->tg_trigger->tgargs[5]);
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
@@ -961,7 +1087,8 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 	if (packing)
 	{
 		int			table;
-		Pack	   *pack = pack_begin(entry, name, rel, trigdata->tg_trigger, &table);
+		Pack	   *pack = pack_begin(entry, name, rel, trigdata->tg_trigger,
+										  copy ? plan->column_list : NULL, &table);
 
 		batch_packed(batch, pack, table,
 					 tuplestore_tuple_count(old_rows != NULL ? old_rows : new_rows));
@@ -1011,6 +1138,28 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 				break;
 			}
 			resetStringInfo(&data);
+			if (copy)
+			{
+				if (have_old)
+				{
+					render_copy_slot(&data, plan, desc, old_slot);
+					old_length = data.len;
+				}
+				if (have_old && have_new)
+					appendStringInfoChar(&data, '\n');
+				if (have_new)
+				{
+					int			new_start = data.len;
+
+					render_copy_slot(&data, plan, desc, new_slot);
+					/* an UPDATE that leaves the captured columns as they were */
+					if (have_old && data.len - new_start == old_length
+						&& memcmp(data.data, data.data + new_start, old_length) == 0)
+						continue;
+				}
+				batch_add(batch, type, &data);
+				continue;
+			}
 			appendStringInfoChar(&data, '[');
 			if (have_old)
 			{
@@ -1058,7 +1207,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 /* One event of a call: into the queue, or (packing) into the transaction's pack. */
 static void
 capture_event(QueueEntry *entry, Datum name, const char *type, StringInfo data, Relation rel,
-			  TriggerData *trigdata, bool packing)
+			  TriggerData *trigdata, bool packing, const char *columns)
 {
 	int			table;
 	Pack	   *pack;
@@ -1068,7 +1217,7 @@ capture_event(QueueEntry *entry, Datum name, const char *type, StringInfo data, 
 		insert_event(entry, name, type, data->data, rel, trigdata);
 		return;
 	}
-	pack = pack_begin(entry, name, rel, trigdata->tg_trigger, &table);
+	pack = pack_begin(entry, name, rel, trigdata->tg_trigger, columns, &table);
 	pack_add(pack, table, type, data->data, data->len, true);
 	pack_end_call(pack);
 }
@@ -1090,6 +1239,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	const char *type;
 	int			level = -1;
 	bool		packing;
+	bool		copy;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "pgshovel capture: not called as a trigger");
@@ -1116,7 +1266,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		appendStringInfoString(&data, "[null,null");
 		appendBinaryStringInfo(&data, stamp.data, stamp.len);
 		appendStringInfoChar(&data, ']');
-		capture_event(entry, name, "T", &data, rel, trigdata, packing);
+		capture_event(entry, name, "T", &data, rel, trigdata, packing, NULL);
 		SPI_finish();
 		return PointerGetDatum(NULL);
 	}
@@ -1128,6 +1278,8 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	}
 
 	plan = row_plan(fcinfo, rel, trigger->tgargs[3]);
+	/* COPY lines instead of JSON (packing.c): packed, without provenance */
+	copy = packing && stamp.len == 0 && pack_copy_lines(trigger->tgargs[5]);
 	if (!settings_pinned())
 		level = pin_settings();
 	initStringInfo(&old_row);
@@ -1135,18 +1287,32 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
 		type = "I";
-		render(&new_row, plan, desc, trigdata->tg_trigtuple);
+		if (copy)
+			render_copy(&new_row, plan, desc, trigdata->tg_trigtuple);
+		else
+			render(&new_row, plan, desc, trigdata->tg_trigtuple);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
 		type = "U";
-		render(&old_row, plan, desc, trigdata->tg_trigtuple);
-		render(&new_row, plan, desc, trigdata->tg_newtuple);
+		if (copy)
+		{
+			render_copy(&old_row, plan, desc, trigdata->tg_trigtuple);
+			render_copy(&new_row, plan, desc, trigdata->tg_newtuple);
+		}
+		else
+		{
+			render(&old_row, plan, desc, trigdata->tg_trigtuple);
+			render(&new_row, plan, desc, trigdata->tg_newtuple);
+		}
 	}
 	else
 	{
 		type = "D";
-		render(&old_row, plan, desc, trigdata->tg_trigtuple);
+		if (copy)
+			render_copy(&old_row, plan, desc, trigdata->tg_trigtuple);
+		else
+			render(&old_row, plan, desc, trigdata->tg_trigtuple);
 	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
@@ -1158,6 +1324,17 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		return PointerGetDatum(NULL);
 	}
 	initStringInfo(&data);
+	if (copy)
+	{
+		/* an INSERT's new line, a DELETE's old line, an UPDATE's old and new lines */
+		appendBinaryStringInfo(&data, old_row.data, old_row.len);
+		if (type[0] == 'U')
+			appendStringInfoChar(&data, '\n');
+		appendBinaryStringInfo(&data, new_row.data, new_row.len);
+		capture_event(entry, name, type, &data, rel, trigdata, packing, plan->column_list);
+		SPI_finish();
+		return PointerGetDatum(NULL);
+	}
 	appendStringInfoChar(&data, '[');
 	if (old_row.len > 0)
 		appendBinaryStringInfo(&data, old_row.data, old_row.len);
@@ -1170,7 +1347,7 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 		appendStringInfoString(&data, "null");
 	appendBinaryStringInfo(&data, stamp.data, stamp.len);
 	appendStringInfoChar(&data, ']');
-	capture_event(entry, name, type, &data, rel, trigdata, packing);
+	capture_event(entry, name, type, &data, rel, trigdata, packing, NULL);
 	SPI_finish();
 	return PointerGetDatum(NULL);
 }
@@ -1218,8 +1395,9 @@ PG_FUNCTION_INFO_V1(pgshovel_capture_contract_version);
 /*
  * The highest contract this library serves; it serves every lower one too
  * (triggers installed for them work as they did). 4: packing (TG_ARGV[5], see
- * packing.c) besides everything of contract 3. pgshovel-admin from contract 4
- * on asks this function and takes any answer at least its own.
+ * packing.c) besides everything of contract 3; 5: packs of COPY lines
+ * (TG_ARGV[5] "ROWS,BYTES,copy"). pgshovel-admin from contract 4 on asks this
+ * function and takes any answer at least its own.
  */
 Datum
 pgshovel_capture_contract_version(PG_FUNCTION_ARGS)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     # Only for annotations (``from __future__ import annotations``): the contracts import
     # nothing of the packages that implement or use them at run time.
     from pgshovel.protocol import configuration_pb2, stream_pb2
+    from pgshovel.relay.packed_run import PackedRun
     from pgshovel.source import Checksum, Chunk, Column, KeyRange, TableShape
     from pgshovel.stream.batches import CommittedBatch
     from pgshovel.stream.plan import MicroBatchPlan
@@ -136,8 +137,9 @@ class QueueReader(Protocol):
         """The next batch to publish (the same one again while it is not finished), or None."""
         ...
 
-    def events(self, batch: BatchInfo) -> Iterator[Sequence[EventRow]]:
-        """The batch's events in chunks, in event order."""
+    def events(self, batch: BatchInfo) -> Iterator[Sequence[EventRow | PackedRun]]:
+        """The batch's events in chunks, in event order; a run of changes packed as COPY
+        lines may come as one ``PackedRun`` in the place of its events."""
         ...
 
     def finish(self, batch: BatchInfo) -> None:
@@ -192,6 +194,11 @@ class RowEncoder(Protocol):
         error of the first event at fault)."""
         ...
 
+    def encode_packed(self, run: PackedRun) -> EncodedRun | None:
+        """The row changes of a run of COPY lines, all to partition 0, its lines forwarded as
+        they are; None when the run must go through its events (``PackedRun.events``)."""
+        ...
+
 
 @runtime_checkable
 class Framer(Protocol):
@@ -214,7 +221,7 @@ class Framer(Protocol):
         set_version: str,
     ) -> None: ...
 
-    def add(self, events: Sequence[EventRow]) -> None: ...
+    def add(self, events: Sequence[EventRow | PackedRun]) -> None: ...
 
     def commit(self) -> None: ...
 

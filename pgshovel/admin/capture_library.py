@@ -11,10 +11,12 @@ used when the admin connection is a superuser's and the server loads
 when the library cannot be used) or ``plpgsql``.
 
 The contract is asked of ``pgshovel_capture_contract_version()``, which answers the
-highest contract the library serves (every lower one included): 4 serves packing (a
-sixth trigger argument, ``ext/packing.c``) besides provenance (the fifth), statement
-triggers with transition tables and row triggers. A library older than that lacks the
-function and gets the PL/pgSQL trigger; the library keeps answering 3 from
+highest contract the library serves (every lower one included): 5 serves packs of COPY
+lines (a sixth trigger argument ``ROWS,BYTES,copy``, ``ext/packing.c``) besides packing
+(4, ``ROWS,BYTES``), provenance (the fifth argument), statement triggers with
+transition tables and row triggers. A library answering less than 5 gets the PL/pgSQL
+trigger (its packing argument would be refused), one older than 4 lacks the function
+altogether; the library keeps answering 3 from
 ``pgshovel_capture_revision()``, 2 from ``pgshovel_capture_contract()`` and 1 from
 ``pgshovel_capture_version()``, what earlier pgshovel versions ask (their triggers
 work as they did).
@@ -33,7 +35,7 @@ from pgshovel.errors import ConfigurationError
 
 LIBRARY = "pgshovel_capture"
 #: the contract this pgshovel needs: pgshovel_capture_contract_version() answers it or more
-CONTRACT_VERSION = 4
+CONTRACT_VERSION = 5
 #: the library's function that answers it (ext/pgshovel_capture.c)
 CONTRACT_FUNCTION = "pgshovel_capture_contract_version"
 ENVIRONMENT = "PGSHOVEL_CAPTURE"

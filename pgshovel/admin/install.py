@@ -47,7 +47,7 @@ class TableCapture:
     row_triggers: str = ""
     #: stamp each event with who made it (TG_ARGV[4] '1', see sql/capture.sql)
     provenance: bool = False
-    #: pack changes into fewer queue rows: TG_ARGV[5] "ROWS,BYTES" (``packing_argument``); ""
+    #: pack changes into fewer queue rows: TG_ARGV[5] "ROWS,BYTES,copy" (``packing_argument``); ""
     #: writes one queue row per change, as before packing
     packing: str = ""
 
@@ -75,12 +75,13 @@ def resolve_table(
 
 
 def packing_argument(configuration: configuration_pb2.ReplicationSetConfiguration) -> str:
-    """TG_ARGV[5] of the set's triggers, ``ROWS,BYTES`` (ext/packing.c), from its ``packing``
-    (unset: the defaults); "" when a row holds one change: no packing."""
+    """TG_ARGV[5] of the set's triggers, ``ROWS,BYTES,copy`` (ext/packing.c: packs whose
+    changes without provenance are COPY lines), from its ``packing`` (unset: the
+    defaults); "" when a row holds one change: no packing."""
     rows, size = PACKING_ROWS, PACKING_BYTES
     if configuration.HasField("packing"):
         rows, size = configuration.packing.rows, configuration.packing.bytes
-    return "" if rows <= 1 else f"{rows},{size}"
+    return "" if rows <= 1 else f"{rows},{size},copy"
 
 
 def text_array_literal(values: Sequence[str]) -> str:

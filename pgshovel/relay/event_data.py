@@ -23,14 +23,15 @@ _NO_ROWS = (None, None, None)
 PREVIOUS_PROVENANCE = 1
 
 
-def parse_rows(event_id: int, data: str | None) -> tuple[Any, Any, Any]:
-    """``(old, new, provenance)`` of an event's data: each row None or a column-to-text
-    mapping, provenance None, the trigger's object (see ``provenance_fields``) or
-    ``PREVIOUS_PROVENANCE``."""
+def parse_rows(event_id: int, data: str | list[Any] | None) -> tuple[Any, Any, Any]:
+    """``(old, new, provenance)`` of an event's data (its JSON text, or the list that text
+    parses to: a change packed as COPY lines, ``pgshovel.relay.packed_run``): each row
+    None or a column-to-text mapping, provenance None, the trigger's object (see
+    ``provenance_fields``) or ``PREVIOUS_PROVENANCE``."""
     if not data:
         return _NO_ROWS
     try:
-        rows = orjson.loads(data)
+        rows = data if isinstance(data, list) else orjson.loads(data)
     except ValueError as error:
         raise CodecError(
             f"event {event_id} has data that is not JSON ({error}); "
@@ -65,7 +66,7 @@ _PROVENANCE_TYPES: set[type] = {dict, int}
 
 
 def parse_run(
-    data: list[str | None],
+    data: list[Any],
 ) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None, tuple[Any, ...] | None] | None:
     """``(olds, news, provenances)`` of a run of events' data, each a tuple with the event's
     ``parse_rows`` part in order, or None where every event has none; None overall unless
@@ -75,8 +76,8 @@ def parse_run(
     if not all(data):
         return None
     try:
-        parsed = list(map(orjson.loads, data))  # type: ignore[arg-type]
-    except ValueError:
+        parsed = list(data) if data[0].__class__ is list else list(map(orjson.loads, data))
+    except (ValueError, TypeError):
         return None
     if set(map(type, parsed)) != _LIST:
         return None

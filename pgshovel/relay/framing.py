@@ -25,10 +25,12 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Any
+from typing import Any, cast
 
 from pgshovel.abc import EventDecoder, EventRow
 from pgshovel.protocol import stream_pb2
+from pgshovel.relay.packed_run import PackedRun
+from pgshovel.relay.packing import flattened
 from pgshovel.stream.publisher import Publisher
 from pgshovel.stream.rows_builder import CHANGE_ALLOWANCE, EncodedChange, RowsBuilder
 
@@ -75,7 +77,8 @@ class MutationFramer:
         self._frame = self.publisher.framer(batch)
         self._messages = [self.publisher.begin(batch, start, end, set_version)]
 
-    def add(self, events: Sequence[EventRow]) -> None:
+    def add(self, events: Sequence[EventRow | PackedRun]) -> None:
+        events = flattened(events)
         encode_mutation = self.decoder.encode_mutation
         decode_into = self.decoder.decode_into
         stamp = self.publisher.stamp
@@ -172,10 +175,38 @@ class RowFramer:
             opened.partitions = self.partitions
             self._append(partition, message)
 
-    def add(self, events: Sequence[EventRow]) -> None:
+    def add(self, events: Sequence[EventRow | PackedRun]) -> None:
         if self.partitions != 1:
-            self._add_each(events)
+            self._add_each(flattened(events))
             return
+        start = 0
+        for index in [i for i, kind in enumerate(map(type, events)) if kind is PackedRun]:
+            if index > start:
+                self._add_rows(events[start:index])
+            self._add_packed(cast(PackedRun, events[index]))
+            start = index + 1
+        if start < len(events):
+            self._add_rows(events[start:] if start else events)
+
+    def _add_packed(self, run: PackedRun) -> None:
+        """A run of COPY lines (partition 0): forwarded as they are where the encoder
+        vouches for them, else as its events."""
+        builder = self._builders[0]
+        pieces = [run]
+        while pieces[-1].size > RUN_EVENTS:
+            pieces[-1:] = pieces[-1].split(RUN_EVENTS)
+        for piece in pieces:
+            encoded = self.encoder.encode_packed(piece)
+            if encoded is None:
+                self._add_rows(piece.events())
+            elif builder.add_run(encoded, self.max_message_bytes):
+                self._counts[0] += piece.size
+            else:  # the run would end the message: its changes one by one, as they fit
+                for change in encoded.changes():
+                    self._add_change(change)
+
+    def _add_rows(self, events: Sequence[EventRow]) -> None:
+        """Events (no ``PackedRun``), partition 0: runs of them encoded at once."""
         encode_run = self.encoder.encode_run
         builder = self._builders[0]
         for key, group in groupby(events, _run_key):

@@ -32,6 +32,7 @@ from psycopg2 import sql
 from pgshovel.abc import BatchInfo, EventRow, TickInfo
 from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError, PgshovelError
+from pgshovel.relay.packed_run import PackedRun
 from pgshovel.relay.packing import PACKED_EVENT, events_in, unpacked
 from pgshovel.source import connect, translating
 
@@ -341,9 +342,9 @@ class PgqQueue:
         missing = TickInfo(0, "", 0)
         return BatchInfo(batch_id, ticks.get(start_id, missing), ticks.get(end_id, missing))
 
-    def events(self, batch: BatchInfo) -> Iterator[list[EventRow]]:
+    def events(self, batch: BatchInfo) -> Iterator[list[EventRow | PackedRun]]:
         """Yield the batch's events in chunks of about ``fetch_size``, in event order (packed
-        rows expanded)."""
+        rows expanded; their runs of COPY lines as ``PackedRun``s)."""
         connection = self.connection
         with translating(f"reading batch {batch.id} of {self.queue!r}"):
             with connection.cursor() as cursor:
@@ -357,7 +358,7 @@ class PgqQueue:
             with connection.cursor(name=f"pgshovel_batch_{batch.id}") as cursor:
                 cursor.itersize = self.fetch_size
                 cursor.execute(query)
-                yield from unpacked(self._fetched(cursor))
+                yield from unpacked(self._fetched(cursor), runs=True)
 
     def _fetched(self, cursor: psycopg2.extensions.cursor) -> Iterator[list[EventRow]]:
         """The cursor's rows in chunks holding about ``fetch_size`` events each."""

@@ -33,6 +33,7 @@ from pgshovel.cluster.watch import SetWatch
 from pgshovel.errors import BrokerUnavailable, LeadershipLost, MessageTooLarge, PgshovelError
 from pgshovel.protocol import stream_pb2
 from pgshovel.relay.metrics import RelayMetrics
+from pgshovel.relay.packed_run import PackedRun
 from pgshovel.stream.handoff import parse_txid_snapshot
 from pgshovel.stream.operations import EVENT_TYPES
 
@@ -134,8 +135,13 @@ class BatchPublisher:
                     oldest_event = chunk_oldest
                     metrics.refine(oldest_event, start_tick)
                 seen.update(map(_kind_and_table, chunk))
+                events = len(chunk)
+                for item in chunk:
+                    if item.__class__ is PackedRun:  # a run of COPY lines: its changes
+                        seen[_kind_and_table(item)] += item.size - 1
+                        events += item.size - 1
                 framer.add(chunk)
-                count += len(chunk)
+                count += events
                 mark = clock()
                 decoding += mark - fetched
                 if framer.ready:

@@ -18,6 +18,7 @@ import json
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from pgshovel.errors import CodecError, SchemaError
@@ -28,6 +29,7 @@ from pgshovel.relay.event_data import (
     parse_run,
     provenance_fields,
 )
+from pgshovel.relay.packed_run import PackedRun
 from pgshovel.relay.schema import SchemaTracker, TableState
 from pgshovel.stream.operations import EVENT_TYPES
 from pgshovel.stream.rows import copy_field, partition_of
@@ -46,6 +48,8 @@ _PROVENANCE_NAMES = (
 #: transactions whose last provenance the encoder keeps (see relay/events.py)
 _LAST_PROVENANCE_CACHE = 65536
 _TRUNCATE = stream_pb2.Mutation.TRUNCATE
+_UPDATE = stream_pb2.Mutation.UPDATE
+_DELETE = stream_pb2.Mutation.DELETE
 
 
 class Values:
@@ -145,6 +149,36 @@ class RowsEncoder:
         except (CodecError, SchemaError):
             return None  # ``encode`` one by one names the first event at fault, as always
         return EncodedRun(table, operation, txid, time, ids, old_lines, new_lines, provenances)
+
+    def encode_packed(self, run: PackedRun) -> EncodedRun | None:
+        """The row changes of a run of COPY lines (partition 0): its lines as they are, when
+        they hold exactly the columns of the table's shape at that point, in its order,
+        each line as many fields; None when the run must go through its events (another
+        shape, a reloaded table, a line of another width: ``encode`` then decides or names
+        the fault)."""
+        if self._partitions != 1:
+            return None
+        operation = EVENT_TYPES.get(run.type)
+        if operation is None or operation == _TRUNCATE:
+            return None
+        schema, name = run.schema, run.name
+        state = self._schemas.table(schema, name, run.id)
+        keys = self._key_columns(run.id, run.keys)
+        table, values = self._row_table(state, schema, name, keys, run.version)
+        if run.columns != values.columns:
+            return None
+        lines = run.lines
+        if set(map(bytes.count, lines, repeat(b"\t"))) - {values.tabs}:
+            return None
+        olds = news = None
+        if operation == _UPDATE:
+            olds, news = lines[0::2], lines[1::2]
+        elif operation == _DELETE:
+            olds = lines
+        else:
+            news = lines
+        ids = list(range(run.id, run.id + run.size))
+        return EncodedRun(table, operation, run.txid, run.time, ids, olds, news, None)
 
     def _lines(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,6 +83,12 @@ def queue_events(dsn: str, cluster: str) -> list[QueueEvent]:
     expands them (what the queue would hold without packing)."""
     rows = queue_rows(dsn, cluster)
     return [QueueEvent(*event) for chunk in unpacked([rows]) for event in chunk]
+
+
+def event_rows(event: QueueEvent) -> Any:
+    """An event's data parsed: ``[old, new]`` or ``[old, new, provenance]`` (a change the
+    trigger packed as COPY lines comes from the relay's expansion already parsed)."""
+    return event.data if isinstance(event.data, list) else json.loads(str(event.data))
 
 
 def captured_messages(dsn: str, cluster: str) -> list[stream_pb2.Message]:

@@ -27,7 +27,7 @@ from pgshovel.sandbox import SandboxConnection
 from tests.fix_sandbox import delete_cluster, unique_name
 from tests.integration.admin._admin import execute, rows
 from tests.integration.capture import test_types
-from tests.integration.capture._capture import captured, install, queue_events
+from tests.integration.capture._capture import captured, event_rows, install, queue_events
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def _raw_events(dsn: str, cluster: str) -> list[tuple[object, ...]]:
     transaction), packed rows expanded: time, txid, type, data, extra1..4, in event order.
     Key order inside a row object is not part of the contract; everything else is."""
     return [
-        (event.time, event.txid, event.type, json.loads(str(event.data)), *event[5:])
+        (event.time, event.txid, event.type, event_rows(event), *event[5:])
         for event in queue_events(dsn, cluster)
         if event.type in ("I", "U", "D", "T")
     ]
@@ -265,6 +265,10 @@ def _provenance_texts(dsn: str, cluster: str) -> tuple[list[str], int]:
     last: dict[int, str] = {}
     references = 0
     for txid, data in found:
+        if isinstance(data, list):  # packed as COPY lines: the trigger stamped nothing
+            assert len(data) == 2
+            texts.append("")
+            continue
         text = str(data)
         parsed = json.loads(text)
         if len(parsed) == 3 and parsed[2] == 1:

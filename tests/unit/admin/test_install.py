@@ -155,9 +155,9 @@ def test_packing_is_the_sixth_argument_after_provenance_or_an_empty_fifth() -> N
 
 def test_the_packing_argument_of_a_set() -> None:
     configuration = configuration_pb2.ReplicationSetConfiguration()
-    assert packing_argument(configuration) == f"{PACKING_ROWS},{PACKING_BYTES}"
+    assert packing_argument(configuration) == f"{PACKING_ROWS},{PACKING_BYTES},copy"
     configuration.packing.rows, configuration.packing.bytes = 20, 4096
-    assert packing_argument(configuration) == "20,4096"
+    assert packing_argument(configuration) == "20,4096,copy"
     # One change per row is no packing: the triggers are those of before.
     configuration.packing.rows = 1
     assert packing_argument(configuration) == ""

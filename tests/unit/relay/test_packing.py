@@ -137,7 +137,7 @@ def test_unpacking_restores_exactly_the_unpacked_queue(
         ('{"a": 1}\n[null,{}]', "expected \\[tables, runs\\]"),
         ('[[["s","t","v"]],[[9,1,"I",0]]]\n[null,{}]', "expected \\[schema, table"),
         ('[[["s","t","v","[]"]],[[9,1,"I",1]]]\n[null,{}]', "expected \\[first id"),
-        ('[[["s","t","v","[]"]],[[9,2,"I",0]]]\n[null,{}]', "fewer than its runs count"),
+        ('[[["s","t","v","[]"]],[[9,2,"I",0]]]\n[null,{}]', "fewer than its runs take"),
         ('[[["s","t","v","[]"]],[[9,1,"I",0]]]\n[null,{}]\n[null,{}]', "runs for 1"),
         ('[[["s","t","v","[]"]],[[10,1,"I",0]]]\n[null,{}]', "starting at id 10"),
         ('[[["s","t","v","[]"]],[[9,1,"I",0],[9,1,"I",0]]]\n[null,{}]\n[null,{}]', "after id 9"),
