@@ -5,8 +5,8 @@ COPY text lines of the table's captured columns, which its packed row names: an
 INSERT's new row, a DELETE's old row, an UPDATE's old and new rows (two lines).
 ``PackedRun`` holds such a run as read from the queue, its lines still bytes, so
 the ROWS encoding can forward them without parsing a value
-(``RowsEncoder.encode_packed``); ``split`` cuts it where another transaction's
-event falls between its ids, and ``events`` turns it into the events an
+(``RowsEncoder.encode_packed``); ``split`` cuts it in two (the framer encodes a
+long run in pieces), and ``events`` turns it into the events an
 unpacked queue would hold, each ``ev_data`` already parsed (``[old, new]`` of
 column-to-text mappings, what ``event_data.parse_rows`` reads from JSON) for
 every other reader. Pure.

@@ -181,8 +181,8 @@ def expand(row: EventRow, runs: bool = False) -> list[Any]:
 class _Merge:
     """Packed rows' events not passed on yet: a heap of (next id, serial, events, position).
 
-    An item is an event or a ``PackedRun``, which holds the ids from its first up to its
-    first plus its size: a run that reaches past the id being released is split there."""
+    An item is an event or a ``PackedRun``, whose ids are consecutive (a run of the row's
+    header): no other event's id falls between them, so a run moves whole."""
 
     def __init__(self) -> None:
         self.heap: list[tuple[int, int, list[Any], int]] = []
@@ -199,15 +199,6 @@ class _Merge:
             _, serial, events, position = heapq.heappop(heap)
             bound = min(limit, heap[0][0]) if heap else limit
             end = bisect_left(events, bound, lo=position + 1, key=_event_id)
-            last = events[end - 1]
-            if last.__class__ is PackedRun and last.id + last.size > bound:
-                # ids of another row (or the row being read) fall inside this run
-                out.extend(events[position : end - 1])
-                head, rest = last.split(int(bound) - last.id)
-                out.append(head)
-                events[end - 1] = rest
-                heapq.heappush(heap, (rest.id, serial, events, end - 1))
-                continue
             out.extend(events[position:end])
             if end < len(events):
                 heapq.heappush(heap, (events[end][0], serial, events, end))
