@@ -23,11 +23,20 @@ from psycopg2 import sql
 from pgshovel.admin import capture_library
 from pgshovel.cluster import names
 from pgshovel.errors import ConfigurationError
+from pgshovel.relay.packed_run import PackedRun
+from pgshovel.relay.packing import unpacked
 from pgshovel.sandbox import SandboxConnection
+from pgshovel.stream.rows import copy_line
 from tests.fix_sandbox import delete_cluster, unique_name
 from tests.integration.admin._admin import execute, rows
 from tests.integration.capture import test_types
-from tests.integration.capture._capture import captured, event_rows, install, queue_events
+from tests.integration.capture._capture import (
+    captured,
+    event_rows,
+    install,
+    queue_events,
+    queue_rows,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -194,6 +203,26 @@ def test_c_and_plpgsql_write_the_same_events(
     plpgsql_events = _raw_events(database, second_cluster)
     assert len(c_events) > 2 * len(test_types._rows()) + 3 * 2500
     assert c_events == plpgsql_events
+    # Packed as COPY lines (packing on, no provenance), each line is byte for byte the
+    # COPY line of the PL/pgSQL trigger's values: what the relay forwards as it is.
+    position = copied = 0
+    for chunk in unpacked([queue_rows(database, cluster_name)], runs=True):
+        for item in chunk:
+            if not isinstance(item, PackedRun):
+                position += item[3] in ("I", "U", "D", "T")
+                continue
+            expected = []
+            for event in plpgsql_events[position : position + item.size]:
+                rows = cast("list[Any]", event[3])[:2]
+                expected.extend(
+                    copy_line(row[column] for column in item.columns)
+                    for row in rows
+                    if row is not None
+                )
+            assert item.lines == expected
+            position += item.size
+            copied += item.size
+    assert position == len(plpgsql_events) and copied > 3 * 2500
     # Row order within a statement: the order the statement changed the rows.
     bulk = [
         cast("list[dict[str, str]]", event[3])[1]["k"]
