@@ -176,9 +176,6 @@ class RowFramer:
             self._append(partition, message)
 
     def add(self, events: Sequence[EventRow | PackedRun]) -> None:
-        if self.partitions != 1:
-            self._add_each(flattened(events))
-            return
         start = 0
         for index in [i for i, kind in enumerate(map(type, events)) if kind is PackedRun]:
             if index > start:
@@ -189,8 +186,16 @@ class RowFramer:
             self._add_rows(events[start:] if start else events)
 
     def _add_packed(self, run: PackedRun) -> None:
-        """A run of COPY lines (partition 0): forwarded as they are where the encoder
-        vouches for them, else as its events."""
+        """A run of COPY lines: forwarded as they are where the encoder vouches for them,
+        else as its events."""
+        if self.partitions != 1:
+            changes = self.encoder.encode_packed_changes(run)
+            if changes is None:
+                self._add_each(run.events())
+            else:
+                for change in changes:
+                    self._add_change(change)
+            return
         builder = self._builders[0]
         pieces = [run]
         while pieces[-1].size > RUN_EVENTS:
@@ -206,7 +211,10 @@ class RowFramer:
                     self._add_change(change)
 
     def _add_rows(self, events: Sequence[EventRow]) -> None:
-        """Events (no ``PackedRun``), partition 0: runs of them encoded at once."""
+        """Events (no ``PackedRun``): on one partition, runs of them encoded at once."""
+        if self.partitions != 1:
+            self._add_each(events)
+            return
         encode_run = self.encoder.encode_run
         builder = self._builders[0]
         for key, group in groupby(events, _run_key):

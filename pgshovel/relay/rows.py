@@ -79,6 +79,7 @@ class RowsEncoder:
         self._tables: dict[tuple[Any, ...], tuple[TableState, bytes, Values]] = {}
         self._provenances: dict[Any, bytes] = {}
         self._last_provenance: OrderedDict[int, bytes] = OrderedDict()
+        self._key_positions: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[int, ...]] = {}
 
     def encode(self, event: tuple[Any, ...]) -> EncodedChange:
         """The row change of a mutation event (a ``QueueEvent`` or the same plain tuple)."""
@@ -158,12 +159,69 @@ class RowsEncoder:
         the fault)."""
         if self._partitions != 1:
             return None
+        return self._packed(run)
+
+    def encode_packed_changes(self, run: PackedRun) -> list[EncodedChange] | None:
+        """``encode_packed`` for a set topic of several partitions: each change with its
+        lines as they are and the partitions of its rows' keys (the key fields read from
+        the lines, still escaped, as ``partition_of`` takes them); None as there."""
+        encoded = self._packed(run)
+        if encoded is None:
+            return None
+        schema, name, partitions = run.schema, run.name, self._partitions
+        positions = self._positions(run)
+        nothing = repeat(None)
+        changes = []
+        for event_id, old, new in zip(
+            encoded.ids,
+            nothing if encoded.olds is None else encoded.olds,
+            nothing if encoded.news is None else encoded.news,
+            strict=False,  # ``repeat`` stands for the rows the run does not have
+        ):
+            found: list[int] = []
+            for line in (old, new):
+                if line is None:
+                    continue
+                key = None
+                if positions is not None:
+                    fields = line.split(b"\t")
+                    key = tuple([fields[position].decode() for position in positions])
+                partition = partition_of(schema, name, key, partitions)
+                if partition not in found:
+                    found.append(partition)
+            changes.append(
+                EncodedChange(
+                    encoded.table,
+                    event_id,
+                    encoded.operation,
+                    run.txid,
+                    run.time,
+                    old,
+                    new,
+                    None,
+                    tuple(found),
+                )
+            )
+        return changes
+
+    def _positions(self, run: PackedRun) -> tuple[int, ...] | None:
+        """Where the key columns are in the run's lines; None for an unkeyed table."""
+        keys = self._key_columns(run.id, run.keys)
+        positions = self._key_positions.get((run.columns, keys))
+        if positions is None:
+            positions = tuple(run.columns.index(key) for key in keys)
+            self._key_positions[(run.columns, keys)] = positions
+        return positions or None
+
+    def _packed(self, run: PackedRun) -> EncodedRun | None:
         operation = EVENT_TYPES.get(run.type)
         if operation is None or operation == _TRUNCATE:
             return None
         schema, name = run.schema, run.name
         state = self._schemas.table(schema, name, run.id)
         keys = self._key_columns(run.id, run.keys)
+        if not set(keys) <= set(run.columns):
+            return None  # the events name the fault
         table, values = self._row_table(state, schema, name, keys, run.version)
         if run.columns != values.columns:
             return None

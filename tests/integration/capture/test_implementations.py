@@ -211,7 +211,7 @@ def test_c_and_plpgsql_write_the_same_events(
             if not isinstance(item, PackedRun):
                 position += item[3] in ("I", "U", "D", "T")
                 continue
-            expected = []
+            expected: list[bytes] = []
             for event in plpgsql_events[position : position + item.size]:
                 rows = cast("list[Any]", event[3])[:2]
                 expected.extend(

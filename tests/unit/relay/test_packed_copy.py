@@ -19,12 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgshovel.errors import CodecError
+from pgshovel.errors import CodecError, PgshovelError
+from pgshovel.protocol import stream_pb2
+from pgshovel.relay.events import QueueEventDecoder
 from pgshovel.relay.framing import RUN_EVENTS, RowFramer
 from pgshovel.relay.packed_run import PackedRun
 from pgshovel.relay.packing import PACKED_EVENT, expand, flattened, unpacked
+from pgshovel.relay.schema import SchemaTracker
 from pgshovel.stream.rows import copy_line
-from tests.unit.relay.test_rows_runs import TIME, OneByOne, _framed
+from tests.unit.relay.test_events import Catalog, History
+from tests.unit.relay.test_rows_runs import TABLES, TIME, OneByOne, _framed
 
 #: the shapes of tests.unit.relay.test_rows_runs's catalog, and one column list it lacks
 COLUMNS = {
@@ -152,6 +156,34 @@ def test_copy_runs_frame_the_bytes_of_json_events_one_by_one(
     rows = [row for piece in _rows(events, copied, data.draw) for row in piece]
     items = [item for part in unpacked([rows], runs=True) for item in part]
     assert _framed(RowFramer, items, limit, chunk) == _framed(OneByOne, events, limit, 10_000)
+
+
+def _on_partitions(items: Sequence[Any], partitions: int) -> tuple[list[Any], str | None]:
+    """(partition, operation bytes) of everything framed for ``items`` on ``partitions``
+    partitions, and the error if any."""
+    tracker = SchemaTracker(Catalog(dict(TABLES)), History(), "s")  # type: ignore[arg-type]
+    framer = RowFramer(QueueEventDecoder(tracker), 1, partitions, 2_000)
+    framer.begin(stream_pb2.BatchIdentifier(id=1), stream_pb2.Tick(), stream_pb2.Tick(), "v1")
+    framed: list[Any] = []
+    try:
+        framer.add(items)
+        framer.commit()
+    except PgshovelError as error:
+        return framed, f"{type(error).__name__}: {error}"
+    messages, where = framer.take()
+    framed.extend(zip(where, (m.operation.SerializeToString() for m in messages), strict=True))
+    return framed, None
+
+
+@settings(deadline=None, max_examples=150)
+@given(transactions(), st.integers(2, 5), st.data())
+def test_copy_runs_go_to_the_partitions_of_their_keys(
+    case: Any, partitions: int, data: st.DataObject
+) -> None:
+    events, copied = case
+    rows = [row for piece in _rows(events, copied, data.draw) for row in piece]
+    items = [item for part in unpacked([rows], runs=True) for item in part]
+    assert _on_partitions(items, partitions) == _on_partitions(events, partitions)
 
 
 def test_runs_come_between_the_changes_of_other_transactions() -> None:
