@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 
+import psycopg2
 from psycopg2 import sql
+from psycopg2.extensions import connection as Connection
 from psycopg2.extensions import cursor as Cursor
 
 from pgshovel.errors import AlreadyRunning, StateError
@@ -184,6 +186,21 @@ def lock(cursor: Cursor, cluster: str, set_name: str) -> None:
             f"another replication worker is running for set {set_name!r} of cluster "
             f"{cluster!r} on this target; stop it first (one worker per set and target)"
         )
+
+
+def release(connection: Connection) -> None:
+    """Give up the session's advisory locks before it closes (best effort): PostgreSQL drops
+    them only once the closed session's backend has exited, which a worker opening the
+    target again right away could otherwise beat, and be refused as ``AlreadyRunning``."""
+    if connection.closed:
+        return
+    try:
+        connection.rollback()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+        connection.rollback()
+    except psycopg2.Error:
+        pass  # a broken connection: its backend ends, and its locks with it
 
 
 def reload_statement(cursor: Cursor, cluster: str, set_name: str) -> str:

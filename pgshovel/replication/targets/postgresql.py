@@ -398,5 +398,6 @@ class PostgresTarget:
         self._uncommitted = False
         self._baton = None
         if self._connection is not None:
+            _pgstate.release(self._connection)
             self._connection.close()
             self._connection = None

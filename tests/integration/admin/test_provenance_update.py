@@ -11,6 +11,7 @@ import yaml
 
 from pgshovel.cluster.sets import PACKING_BYTES, PACKING_ROWS
 from pgshovel.inspection import catalog
+from pgshovel.relay.packing import unpacked
 from pgshovel.sandbox import SandboxConnection
 from tests.integration.admin._admin import admin, execute, ok
 
@@ -29,18 +30,21 @@ def _arguments(dsn: str) -> dict[str, tuple[str, ...]]:
 
 
 def _last_event(dsn: str) -> list[object]:
+    """The data of the queue's last INSERT, packed rows expanded as the relay expands them."""
     conn = psycopg2.connect(dsn)
     try:
         with conn.cursor() as cursor:
             cursor.execute(
-                "SELECT ev_data FROM pgq.event_template WHERE ev_type = 'I' "
-                "ORDER BY ev_id DESC LIMIT 1"
+                "SELECT ev_id, 0, ev_txid, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3,"
+                " ev_extra4 FROM pgq.event_template ORDER BY ev_id"
             )
-            row = cursor.fetchone()
+            rows = cursor.fetchall()
     finally:
         conn.close()
-    assert row is not None
-    return list(json.loads(row[0]))
+    inserts = [event[4] for chunk in unpacked([rows]) for event in chunk if event[3] == "I"]
+    assert inserts
+    data = inserts[-1]
+    return list(data if isinstance(data, list) else json.loads(data))
 
 
 def test_set_update_turns_provenance_on_and_off(
@@ -54,7 +58,7 @@ def test_set_update_turns_provenance_on_and_off(
     ok(admin(sandbox, cluster_name, "set", "create", "app", path))
     before = _arguments(database)
     # No provenance (an empty fifth argument), packing by default (the sixth).
-    packing = f"{PACKING_ROWS},{PACKING_BYTES}"
+    packing = f"{PACKING_ROWS},{PACKING_BYTES},copy"
     assert before and all(arguments[4:] == ("", packing) for arguments in before.values())
 
     path.write_text(yaml.safe_dump({**document, "provenance": True}))

@@ -139,7 +139,7 @@ def test_packed_capture_under_savepoints_ddl_bulk_and_relay_kills(
         installed = catalog.installed_triggers(connection, "public", "accounts")
     finally:
         connection.close()
-    assert {trigger.arguments[5] for trigger in installed.values()} == {"7,600"}
+    assert {trigger.arguments[5] for trigger in installed.values()} == {"7,600,copy"}
     copy = make_target("postgresql", make_database, tmp_path, cluster_name)
     run = Scenario(sandbox, cluster_name, source, tmp_path, processes, kafka_config)
     configuration = run.replication_yml(copy.spec)
