@@ -32,7 +32,7 @@ from pgshovel.protocol import stream_pb2
 from pgshovel.relay.packed_run import PackedRun
 from pgshovel.relay.packing import flattened
 from pgshovel.stream.publisher import Publisher
-from pgshovel.stream.rows_builder import CHANGE_ALLOWANCE, EncodedChange, RowsBuilder
+from pgshovel.stream.rows_builder import CHANGE_ALLOWANCE, EncodedChange, EncodedRun, RowsBuilder
 
 __all__ = ["MutationFramer", "RowFramer"]
 
@@ -192,9 +192,12 @@ class RowFramer:
             changes = self.encoder.encode_packed_changes(run)
             if changes is None:
                 self._add_each(run.events())
-            else:
-                for change in changes:
-                    self._add_change(change)
+                return
+            for start in range(0, len(changes), RUN_EVENTS):
+                part = changes[start : start + RUN_EVENTS]
+                if not self._add_shares(part):
+                    for change in part:
+                        self._add_change(change)
             return
         builder = self._builders[0]
         pieces = [run]
@@ -209,6 +212,41 @@ class RowFramer:
             else:  # the run would end the message: its changes one by one, as they fit
                 for change in encoded.changes():
                     self._add_change(change)
+
+    def _add_shares(self, changes: list[EncodedChange]) -> bool:
+        """Changes of one run (one table, operation, transaction and time) added as one run
+        per partition, when every partition's share fits below the limit with room to
+        spare, so that adding them one by one would cut no message: the same bytes. Else
+        nothing is added and False returned."""
+        shares: dict[int, list[EncodedChange]] = {}
+        for change in changes:
+            for partition in change.partitions:
+                shares.setdefault(partition, []).append(change)
+        first = changes[0]
+        spare = len(first.table) + 4 + 2 * CHANGE_ALLOWANCE
+        for partition, share in shares.items():
+            rows = [len(change.old or b"") + len(change.new or b"") for change in share]
+            bound = sum(rows) + CHANGE_ALLOWANCE * len(share) + max(rows) + spare
+            if self._builders[partition].size + bound > self.max_message_bytes:
+                return False
+        for partition, share in shares.items():
+            run = EncodedRun(
+                first.table,
+                first.operation,
+                first.transaction,
+                first.timestamp,
+                [change.event_id for change in share],
+                None if first.old is None else [change.old or b"" for change in share],
+                None if first.new is None else [change.new or b"" for change in share],
+                None,
+            )
+            if not self._builders[partition].add_run(run, self.max_message_bytes):
+                raise RuntimeError(
+                    f"a share of {len(share)} row changes did not fit partition {partition}'s "
+                    "message within the bound it was checked against: report this as a bug"
+                )
+            self._counts[partition] += len(share)
+        return True
 
     def _add_rows(self, events: Sequence[EventRow]) -> None:
         """Events (no ``PackedRun``): on one partition, runs of them encoded at once."""

@@ -158,11 +158,13 @@ def test_copy_runs_frame_the_bytes_of_json_events_one_by_one(
     assert _framed(RowFramer, items, limit, chunk) == _framed(OneByOne, events, limit, 10_000)
 
 
-def _on_partitions(items: Sequence[Any], partitions: int) -> tuple[list[Any], str | None]:
+def _on_partitions(
+    items: Sequence[Any], partitions: int, limit: int
+) -> tuple[list[Any], str | None]:
     """(partition, operation bytes) of everything framed for ``items`` on ``partitions``
     partitions, and the error if any."""
     tracker = SchemaTracker(Catalog(dict(TABLES)), History(), "s")  # type: ignore[arg-type]
-    framer = RowFramer(QueueEventDecoder(tracker), 1, partitions, 2_000)
+    framer = RowFramer(QueueEventDecoder(tracker), 1, partitions, limit)
     framer.begin(stream_pb2.BatchIdentifier(id=1), stream_pb2.Tick(), stream_pb2.Tick(), "v1")
     framed: list[Any] = []
     try:
@@ -176,14 +178,14 @@ def _on_partitions(items: Sequence[Any], partitions: int) -> tuple[list[Any], st
 
 
 @settings(deadline=None, max_examples=150)
-@given(transactions(), st.integers(2, 5), st.data())
+@given(transactions(), st.integers(2, 5), st.sampled_from([150, 400, 2_000]), st.data())
 def test_copy_runs_go_to_the_partitions_of_their_keys(
-    case: Any, partitions: int, data: st.DataObject
+    case: Any, partitions: int, limit: int, data: st.DataObject
 ) -> None:
     events, copied = case
     rows = [row for piece in _rows(events, copied, data.draw) for row in piece]
     items = [item for part in unpacked([rows], runs=True) for item in part]
-    assert _on_partitions(items, partitions) == _on_partitions(events, partitions)
+    assert _on_partitions(items, partitions, limit) == _on_partitions(events, partitions, limit)
 
 
 def test_runs_come_between_the_changes_of_other_transactions() -> None:
