@@ -199,9 +199,11 @@ class RowEncoder(Protocol):
         they are; None when the run must go through its events (``PackedRun.events``)."""
         ...
 
-    def encode_packed_changes(self, run: PackedRun) -> list[EncodedChange] | None:
-        """The same for a set topic of several partitions: each change with the partitions
-        its rows' keys go to."""
+    def encode_packed_routes(
+        self, run: PackedRun
+    ) -> tuple[EncodedRun, list[tuple[int, ...]]] | None:
+        """The same for a set topic of several partitions, with the partitions each change's
+        rows' keys go to."""
         ...
 
 

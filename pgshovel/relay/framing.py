@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from itertools import groupby
+from dataclasses import replace
+from itertools import groupby, islice
 from typing import Any, cast
 
 from pgshovel.abc import EventDecoder, EventRow
@@ -189,15 +190,18 @@ class RowFramer:
         """A run of COPY lines: forwarded as they are where the encoder vouches for them,
         else as its events."""
         if self.partitions != 1:
-            changes = self.encoder.encode_packed_changes(run)
-            if changes is None:
+            routed = self.encoder.encode_packed_routes(run)
+            if routed is None:
                 self._add_each(run.events())
                 return
-            for start in range(0, len(changes), RUN_EVENTS):
-                part = changes[start : start + RUN_EVENTS]
-                if not self._add_shares(part):
-                    for change in part:
-                        self._add_change(change)
+            whole, routes = routed
+            for start in range(0, len(routes), RUN_EVENTS):
+                end = start + RUN_EVENTS
+                if not self._add_shares(whole, routes, start, end):
+                    for change, route in zip(
+                        islice(whole.changes(), start, end), routes[start:end], strict=False
+                    ):
+                        self._add_change(replace(change, partitions=route))
             return
         builder = self._builders[0]
         pieces = [run]
@@ -213,34 +217,45 @@ class RowFramer:
                 for change in encoded.changes():
                     self._add_change(change)
 
-    def _add_shares(self, changes: list[EncodedChange]) -> bool:
-        """Changes of one run (one table, operation, transaction and time) added as one run
-        per partition, when every partition's share fits below the limit with room to
-        spare, so that adding them one by one would cut no message: the same bytes. Else
-        nothing is added and False returned."""
-        shares: dict[int, list[EncodedChange]] = {}
-        for change in changes:
-            for partition in change.partitions:
-                shares.setdefault(partition, []).append(change)
-        first = changes[0]
-        spare = len(first.table) + 4 + 2 * CHANGE_ALLOWANCE
+    def _add_shares(
+        self, run: EncodedRun, routes: list[tuple[int, ...]], start: int, end: int
+    ) -> bool:
+        """The changes ``start`` to ``end`` of ``run`` (going to the partitions of
+        ``routes``) added as one run per partition, when every partition's share fits below
+        the limit with room to spare, so that adding them one by one would cut no message:
+        the same bytes. Else nothing is added and False returned."""
+        shares: dict[int, list[int]] = {}
+        for index in range(start, min(end, len(routes))):
+            for partition in routes[index]:
+                shares.setdefault(partition, []).append(index)
+        sizes = [0] * len(routes)
+        for lines in (run.olds, run.news):
+            if lines is not None:
+                for index in range(start, min(end, len(routes))):
+                    sizes[index] += len(lines[index])
+        spare = len(run.table) + 4 + 2 * CHANGE_ALLOWANCE
         for partition, share in shares.items():
-            rows = [len(change.old or b"") + len(change.new or b"") for change in share]
+            rows = [sizes[index] for index in share]
             bound = sum(rows) + CHANGE_ALLOWANCE * len(share) + max(rows) + spare
             if self._builders[partition].size + bound > self.max_message_bytes:
                 return False
         for partition, share in shares.items():
-            run = EncodedRun(
-                first.table,
-                first.operation,
-                first.transaction,
-                first.timestamp,
-                [change.event_id for change in share],
-                None if first.old is None else [change.old or b"" for change in share],
-                None if first.new is None else [change.new or b"" for change in share],
+            pick = operator.itemgetter(*share) if len(share) > 1 else None
+
+            def part(items: list[Any], pick: Any = pick, share: list[int] = share) -> list[Any]:
+                return list(pick(items)) if pick is not None else [items[share[0]]]
+
+            piece = EncodedRun(
+                run.table,
+                run.operation,
+                run.transaction,
+                run.timestamp,
+                part(run.ids),
+                None if run.olds is None else part(run.olds),
+                None if run.news is None else part(run.news),
                 None,
             )
-            if not self._builders[partition].add_run(run, self.max_message_bytes):
+            if not self._builders[partition].add_run(piece, self.max_message_bytes):
                 raise RuntimeError(
                     f"a share of {len(share)} row changes did not fit partition {partition}'s "
                     "message within the bound it was checked against: report this as a bug"

@@ -93,6 +93,8 @@ def transactions(draw: st.DrawFn) -> tuple[list[tuple[Any, ...]], dict[Any, Any]
         for table, columns in COLUMNS.items()
         if draw(st.integers(0, 3)) > 0  # mostly COPY lines, sometimes JSON
     }
+    # one key, two (a NULL among them is "\\N" to the router), or none
+    keys = {table: draw(st.sampled_from(['["id"]', '["note", "id"]', "[]"])) for table in COLUMNS}
     events = []
     for event_id in range(1, draw(st.integers(1, 40)) + 1):
         txid = draw(st.integers(100, 103))
@@ -106,7 +108,7 @@ def transactions(draw: st.DrawFn) -> tuple[list[tuple[Any, ...]], dict[Any, Any]
                 row["id"] = str(event_id)
             rows.append(row)
         data = json.dumps(rows)
-        events.append((event_id, TIME + txid, txid, kind, data, *table, "v1", '["id"]'))
+        events.append((event_id, TIME + txid, txid, kind, data, *table, "v1", keys[table]))
     return events, copied
 
 
