@@ -13,8 +13,13 @@ also relayed to a set topic of four partitions (``partitions: 4``, the topic
 created first as the sandbox's 0.9 broker requires) and applied on the
 ``local[2]`` session in rounds alternating with the one-partition stream.
 Each run's mutations/s and CPU seconds of the worker and its JVM per mutation
-are kept; the figures (local[2] against local[1], four partitions against
-one) are reported without a goal: the scaling table of issue 26.
+are kept. Then the sandbox's Spark standalone cluster (``start_spark``: a
+Master and Workers of one core each, as child processes on 127.0.0.1) runs the
+one-partition stream with one worker, then with two (a warm-up and ``rounds``
+runs each; its executors' CPU is in other processes, so only mutations/s is
+kept). The figures (local[2] against local[1], two standalone workers against
+one, four partitions against one) are reported without a goal: the scaling
+table of issue 26.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from bench._report import Figure
 from pgshovel.replication.config import SparkSettings
 from pgshovel.replication.spark import spark_session
 from pgshovel.replication.worker import read_table_shapes
-from pgshovel.sandbox import SandboxConnection
+from pgshovel.sandbox import SandboxConnection, start_spark, stop_spark
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +44,8 @@ MASTERS = ("local[1]", "local[2]")
 PARTITIONED_SET = "apply_partitioned"
 PARTITIONED_SOURCE = "pgshovel_bench_apply_partitioned"
 PARTITIONS = 4
+#: the standalone cluster's workers, of one core each: one, then two
+STANDALONE_WORKERS = (1, 2)
 
 
 @dataclass
@@ -51,6 +58,8 @@ class ScalingRuns:
     #: partitions -> mutations/s and CPU µs per mutation of each run on the last master
     partition_rates: dict[int, list[float]] = field(default_factory=dict)
     partition_cpu_us: dict[int, list[float]] = field(default_factory=dict)
+    #: standalone workers (of one core each) -> mutations/s of each run
+    standalone_rates: dict[int, list[float]] = field(default_factory=dict)
     #: why nothing was measured (empty: measured)
     note: str = ""
 
@@ -113,6 +122,27 @@ def measure(sandbox: SandboxConnection, settings: Settings, workdir: Path) -> Sc
                 )
         finally:
             spark.stop()
+    try:
+        for workers in STANDALONE_WORKERS:
+            cluster = start_spark(Path(sandbox.state_dir), workers=workers, cores=1)
+            spark = spark_session(
+                SparkSettings(master=cluster.master_url, conf={"spark.ui.enabled": "false"})
+            )
+            try:
+                _run(sandbox, stream, shapes[1], spark, apply.SET)  # warm-up, not counted
+                for number in range(settings.rounds):
+                    rate, _cpu = _run(sandbox, stream, shapes[1], spark, apply.SET)
+                    runs.standalone_rates.setdefault(workers, []).append(rate)
+                    logger.info(
+                        "scaling round %d standalone, %d workers: %.0f mutations/s",
+                        number + 1,
+                        workers,
+                        rate,
+                    )
+            finally:
+                spark.stop()
+    finally:
+        stop_spark(Path(sandbox.state_dir))
     return runs
 
 
@@ -150,6 +180,16 @@ def figures(runs: ScalingRuns, settings: Settings) -> list[Figure]:
             values=runs.cpu_us.get(two, []),
             baseline=runs.cpu_us.get(one, []),
             baseline_title=f"Spark {one}, same stream",
+            details=details,
+            note=runs.note,
+        ),
+        Figure(
+            key="scaling.standalone",
+            title="apply staged, Spark standalone, 2 workers of 1 core (mutations/s)",
+            unit="/s",
+            values=runs.standalone_rates.get(STANDALONE_WORKERS[-1], []),
+            baseline=runs.standalone_rates.get(STANDALONE_WORKERS[0], []),
+            baseline_title="1 worker of 1 core, same stream",
             details=details,
             note=runs.note,
         ),
