@@ -670,20 +670,47 @@ append_json_bytes(StringInfo out, const char *text, int length)
 	out->data[out->len] = '\0';
 }
 
-/* An integer's text (what its output function prints), quoted. */
+/* How a value's text goes into a row: JSON string or COPY field. */
+typedef void (*AppendText) (StringInfo out, const char *text, int length);
+
+/* An integer's text (what its output function prints), between ``quote``s if not NUL. */
 static inline void
-append_json_integer(StringInfo out, int kind, Datum value)
+append_integer(StringInfo out, int kind, Datum value, char quote)
 {
 	enlargeStringInfo(out, MAXINT8LEN + 3);
-	out->data[out->len++] = '"';
+	if (quote)
+		out->data[out->len++] = quote;
 	if (kind == KIND_INT2)
 		out->len += pg_itoa(DatumGetInt16(value), out->data + out->len);
 	else if (kind == KIND_INT4)
 		out->len += pg_ltoa(DatumGetInt32(value), out->data + out->len);
 	else
 		out->len += pg_lltoa(DatumGetInt64(value), out->data + out->len);
-	out->data[out->len++] = '"';
+	if (quote)
+		out->data[out->len++] = quote;
 	out->data[out->len] = '\0';
+}
+
+/* A column's non-null value: its text, through ``append`` (integers between ``quote``s). */
+static inline void
+append_value(StringInfo out, RowPlan *plan, int i, Datum value, AppendText append, char quote)
+{
+	if (plan->kinds[i] == KIND_TEXT)
+	{
+		text	   *unpacked = DatumGetTextPP(value);
+
+		append(out, VARDATA_ANY(unpacked), VARSIZE_ANY_EXHDR(unpacked));
+		if ((Pointer) unpacked != DatumGetPointer(value))
+			pfree(unpacked);
+	}
+	else if (plan->kinds[i] != KIND_OUTPUT)
+		append_integer(out, plan->kinds[i], value, quote);
+	else
+	{
+		char	   *text = OutputFunctionCall(&plan->output[i], value);
+
+		append(out, text, strlen(text));
+	}
 }
 
 /* One column of a row into its JSON object: its label, then its text or null. */
@@ -693,60 +720,10 @@ render_value(StringInfo out, RowPlan *plan, int i, Datum value, bool isnull)
 	appendBinaryStringInfo(out, plan->labels[i], plan->label_lengths[i]);
 	if (isnull)
 		appendBinaryStringInfo(out, "null", 4);
-	else if (plan->kinds[i] == KIND_TEXT)
-	{
-		text	   *unpacked = DatumGetTextPP(value);
-
-		append_json_bytes(out, VARDATA_ANY(unpacked), VARSIZE_ANY_EXHDR(unpacked));
-		if ((Pointer) unpacked != DatumGetPointer(value))
-			pfree(unpacked);
-	}
-	else if (plan->kinds[i] != KIND_OUTPUT)
-		append_json_integer(out, plan->kinds[i], value);
 	else
-	{
-		char	   *text = OutputFunctionCall(&plan->output[i], value);
-
-		append_json_bytes(out, text, strlen(text));
-	}
+		append_value(out, plan, i, value, append_json_bytes, '"');
 }
 
-/* The row as a JSON object of column name to text or null. */
-static void
-render(StringInfo out, RowPlan *plan, TupleDesc desc, HeapTuple tuple)
-{
-	int			i;
-
-	appendStringInfoChar(out, '{');
-	for (i = 0; i < desc->natts; i++)
-	{
-		Datum		value;
-		bool		isnull;
-
-		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
-			continue;
-		value = heap_getattr(tuple, i + 1, desc, &isnull);
-		render_value(out, plan, i, value, isnull);
-	}
-	appendStringInfoChar(out, '}');
-}
-
-/* The same for a row of a transition table. */
-static void
-render_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
-{
-	int			i;
-
-	slot_getallattrs(slot);
-	appendStringInfoChar(out, '{');
-	for (i = 0; i < desc->natts; i++)
-	{
-		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
-			continue;
-		render_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i]);
-	}
-	appendStringInfoChar(out, '}');
-}
 
 /*
  * ``length`` bytes of text as one COPY text field: '\\', tab, newline and
@@ -791,40 +768,22 @@ render_copy_value(StringInfo out, RowPlan *plan, int i, Datum value, bool isnull
 		appendStringInfoChar(out, '\t');
 	if (isnull)
 		appendBinaryStringInfo(out, "\\N", 2);
-	else if (plan->kinds[i] == KIND_TEXT)
-	{
-		text	   *unpacked = DatumGetTextPP(value);
-
-		append_copy_bytes(out, VARDATA_ANY(unpacked), VARSIZE_ANY_EXHDR(unpacked));
-		if ((Pointer) unpacked != DatumGetPointer(value))
-			pfree(unpacked);
-	}
-	else if (plan->kinds[i] != KIND_OUTPUT)
-	{
-		enlargeStringInfo(out, MAXINT8LEN + 1);
-		if (plan->kinds[i] == KIND_INT2)
-			out->len += pg_itoa(DatumGetInt16(value), out->data + out->len);
-		else if (plan->kinds[i] == KIND_INT4)
-			out->len += pg_ltoa(DatumGetInt32(value), out->data + out->len);
-		else
-			out->len += pg_lltoa(DatumGetInt64(value), out->data + out->len);
-		out->data[out->len] = '\0';
-	}
 	else
-	{
-		char	   *text = OutputFunctionCall(&plan->output[i], value);
-
-		append_copy_bytes(out, text, strlen(text));
-	}
+		append_value(out, plan, i, value, append_copy_bytes, '\0');
 }
 
-/* The row as one COPY text line of its captured columns (packing with COPY lines). */
+/*
+ * The row's captured columns: a JSON object of column name to text or null,
+ * or (``copy``, packing with COPY lines) one COPY text line.
+ */
 static void
-render_copy(StringInfo out, RowPlan *plan, TupleDesc desc, HeapTuple tuple)
+render(StringInfo out, RowPlan *plan, TupleDesc desc, HeapTuple tuple, bool copy)
 {
 	int			i;
 	bool		first = true;
 
+	if (!copy)
+		appendStringInfoChar(out, '{');
 	for (i = 0; i < desc->natts; i++)
 	{
 		Datum		value;
@@ -833,26 +792,38 @@ render_copy(StringInfo out, RowPlan *plan, TupleDesc desc, HeapTuple tuple)
 		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
 			continue;
 		value = heap_getattr(tuple, i + 1, desc, &isnull);
-		render_copy_value(out, plan, i, value, isnull, first);
+		if (copy)
+			render_copy_value(out, plan, i, value, isnull, first);
+		else
+			render_value(out, plan, i, value, isnull);
 		first = false;
 	}
+	if (!copy)
+		appendStringInfoChar(out, '}');
 }
 
 /* The same for a row of a transition table. */
 static void
-render_copy_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot)
+render_slot(StringInfo out, RowPlan *plan, TupleDesc desc, TupleTableSlot *slot, bool copy)
 {
 	int			i;
 	bool		first = true;
 
 	slot_getallattrs(slot);
+	if (!copy)
+		appendStringInfoChar(out, '{');
 	for (i = 0; i < desc->natts; i++)
 	{
 		if (TupleDescAttr(desc, i)->attisdropped || !plan->captured[i])
 			continue;
-		render_copy_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i], first);
+		if (copy)
+			render_copy_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i], first);
+		else
+			render_value(out, plan, i, slot->tts_values[i], slot->tts_isnull[i]);
 		first = false;
 	}
+	if (!copy)
+		appendStringInfoChar(out, '}');
 }
 
 /* Is ``function`` a pgshovel capture function (pgshovel_<cluster>.capture)? */
@@ -1142,7 +1113,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 			{
 				if (have_old)
 				{
-					render_copy_slot(&data, plan, desc, old_slot);
+					render_slot(&data, plan, desc, old_slot, true);
 					old_length = data.len;
 				}
 				if (have_old && have_new)
@@ -1151,7 +1122,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 				{
 					int			new_start = data.len;
 
-					render_copy_slot(&data, plan, desc, new_slot);
+					render_slot(&data, plan, desc, new_slot, true);
 					/* an UPDATE that leaves the captured columns as they were */
 					if (have_old && data.len - new_start == old_length
 						&& memcmp(data.data, data.data + new_start, old_length) == 0)
@@ -1164,7 +1135,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 			if (have_old)
 			{
 				old_start = data.len;
-				render_slot(&data, plan, desc, old_slot);
+				render_slot(&data, plan, desc, old_slot, false);
 				old_length = data.len - old_start;
 			}
 			else
@@ -1174,7 +1145,7 @@ capture_statement(FunctionCallInfo fcinfo, TriggerData *trigdata, QueueEntry *en
 			{
 				int			new_start = data.len;
 
-				render_slot(&data, plan, desc, new_slot);
+				render_slot(&data, plan, desc, new_slot, false);
 				/* an UPDATE that leaves the captured columns as they were */
 				if (have_old && data.len - new_start == old_length
 					&& memcmp(data.data + old_start, data.data + new_start, old_length) == 0)
@@ -1287,32 +1258,18 @@ pgshovel_capture(PG_FUNCTION_ARGS)
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
 		type = "I";
-		if (copy)
-			render_copy(&new_row, plan, desc, trigdata->tg_trigtuple);
-		else
-			render(&new_row, plan, desc, trigdata->tg_trigtuple);
+		render(&new_row, plan, desc, trigdata->tg_trigtuple, copy);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
 		type = "U";
-		if (copy)
-		{
-			render_copy(&old_row, plan, desc, trigdata->tg_trigtuple);
-			render_copy(&new_row, plan, desc, trigdata->tg_newtuple);
-		}
-		else
-		{
-			render(&old_row, plan, desc, trigdata->tg_trigtuple);
-			render(&new_row, plan, desc, trigdata->tg_newtuple);
-		}
+		render(&old_row, plan, desc, trigdata->tg_trigtuple, copy);
+		render(&new_row, plan, desc, trigdata->tg_newtuple, copy);
 	}
 	else
 	{
 		type = "D";
-		if (copy)
-			render_copy(&old_row, plan, desc, trigdata->tg_trigtuple);
-		else
-			render(&old_row, plan, desc, trigdata->tg_trigtuple);
+		render(&old_row, plan, desc, trigdata->tg_trigtuple, copy);
 	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);

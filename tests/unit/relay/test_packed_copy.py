@@ -26,8 +26,8 @@ from pgshovel.relay.framing import RUN_EVENTS, RowFramer
 from pgshovel.relay.packed_run import PackedRun
 from pgshovel.relay.packing import PACKED_EVENT, expand, flattened, unpacked
 from pgshovel.relay.schema import SchemaTracker
-from pgshovel.stream.rows import copy_line
 from tests.unit.relay.test_events import Catalog, History
+from tests.unit.relay.test_packing import pack
 from tests.unit.relay.test_rows_runs import TABLES, TIME, OneByOne, _framed
 
 #: the shapes of tests.unit.relay.test_rows_runs's catalog, and one column list it lacks
@@ -41,40 +41,6 @@ VALUES = st.one_of(
     st.text(alphabet="ab\t\n\r\\é✓\x0b ", max_size=6),
     st.sampled_from(["\\N", "", "N", "\\\\N"]),
 )
-
-
-def _line(row: dict[str, Any], columns: Sequence[str]) -> bytes:
-    return copy_line(row[column] for column in columns)
-
-
-def pack(events: Sequence[tuple[Any, ...]], copied: dict[tuple[str, str], Any]) -> Any:
-    """The packed row ext/packing.c writes for one transaction's ``events`` (JSON data, in
-    id order): a table of ``copied`` (with its line columns) as COPY lines, the others as
-    JSON lines."""
-    tables: list[list[str]] = []
-    runs: list[list[Any]] = []
-    lines: list[bytes] = []
-    for event in events:
-        schema, name, version, keys = event[5:9]
-        columns = copied.get((schema, name))
-        table = [schema, name, version, keys]
-        if columns is not None and event[3] != "T":
-            table.append(json.dumps(list(columns)))
-            old, new = json.loads(event[4])[:2]
-            lines.extend(_line(row, columns) for row in (old, new) if row is not None)
-        else:
-            lines.append(event[4].encode())
-        if table not in tables:
-            tables.append(table)
-        index = tables.index(table)
-        last = runs[-1] if runs else None
-        if last and last[0] + last[1] == event[0] and last[2] == event[3] and last[3] == index:
-            last[1] += 1
-        else:
-            runs.append([event[0], 1, event[3], index])
-    header = json.dumps([tables, runs], ensure_ascii=False).encode()
-    data = b"\n".join([header, *lines]).decode()
-    return (events[0][0], events[0][1], events[0][2], PACKED_EVENT, data, None, None, None, None)
 
 
 def _parsed(event: tuple[Any, ...], copied: dict[tuple[str, str], Any]) -> tuple[Any, ...]:

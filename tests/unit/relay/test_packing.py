@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pgshovel.errors import CodecError
 from pgshovel.relay.packing import PACKED_EVENT, events_in, expand, unpacked
+from pgshovel.stream.rows import copy_line
 
 TIME = 1_700_000_000_000_000
 TABLES = [
@@ -26,14 +27,27 @@ def _event(event_id: int, txid: int, kind: str, table: int) -> tuple[Any, ...]:
     return (event_id, TIME, txid, kind, data, schema, name, version, keys)
 
 
-def pack(events: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """The row ext/packing.c writes for ``events`` (one transaction's, in id order)."""
-    if len(events) == 1:
+def pack(
+    events: Sequence[tuple[Any, ...]], copied: dict[tuple[str, str], Any] | None = None
+) -> tuple[Any, ...]:
+    """The row ext/packing.c writes for ``events`` (one transaction's, JSON data, in id
+    order); the changes of a table of ``copied`` (its line columns) as COPY lines (an
+    UPDATE two: old, new; a TRUNCATE stays JSON)."""
+    copied = copied or {}
+    if len(events) == 1 and (events[0][5], events[0][6]) not in copied:
         return events[0]
     tables: list[list[str]] = []
     runs: list[list[Any]] = []
+    lines: list[bytes] = []
     for event in events:
         table = list(event[5:9])
+        columns = copied.get((event[5], event[6]))
+        if columns is not None and event[3] != "T":
+            table.append(json.dumps(list(columns)))
+            rows = [row for row in json.loads(event[4])[:2] if row is not None]
+            lines.extend(copy_line(row[column] for column in columns) for row in rows)
+        else:
+            lines.append(event[4].encode())
         if table not in tables:
             tables.append(table)
         index = tables.index(table)
@@ -42,8 +56,8 @@ def pack(events: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
             last[1] += 1
         else:
             runs.append([event[0], 1, event[3], index])
-    header = json.dumps([tables, runs], ensure_ascii=False)
-    data = "\n".join([header, *(event[4] for event in events)])
+    header = json.dumps([tables, runs], ensure_ascii=False).encode()
+    data = b"\n".join([header, *lines]).decode()
     return (events[0][0], events[0][1], events[0][2], PACKED_EVENT, data, None, None, None, None)
 
 
