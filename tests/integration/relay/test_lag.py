@@ -5,7 +5,8 @@ at its first batch; a transaction open across a tick and committed after it
 (its events were written before the tick) leaves no lag once published, also
 while the relay idles afterwards; with Kafka stopped, ``lag_seconds`` is the
 time since the stuck change committed, scrape after scrape, and it is 0 again
-once the queue is drained. Every series carries the cluster and set labels.
+once the queue is drained. The events and per-table mutations it counts are the rows
+the source wrote. Every series carries the cluster and set labels.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def scrape(port: int, name: str, cluster: str) -> float:
     labels = f'cluster="{cluster}",set="{SET}"'
     match = re.search(rf"^pgshovel_relay_{name}\{{{re.escape(labels)}\}} (\S+)$", body, re.M)
     assert match is not None, f"no {name} series labelled {labels} in:\n{body}"
+    return float(match.group(1))
+
+
+def scrape_table(port: int, cluster: str, table: str) -> float:
+    """The relay's ``table_mutations_total`` of ``public.<table>``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body = response.read().decode()
+    labels = f'cluster="{cluster}",schema="public",set="{SET}",table="{table}"'
+    pattern = rf"^pgshovel_relay_table_mutations_total\{{{re.escape(labels)}\}} (\S+)$"
+    match = re.search(pattern, body, re.M)
+    assert match is not None, f"no table_mutations_total labelled {labels} in:\n{body}"
     return float(match.group(1))
 
 
@@ -129,6 +141,11 @@ def test_lag_counts_from_the_oldest_unpublished_change(
         assert scrape(port, "lag_seconds", cluster_name) == 0.0
         assert scrape(port, "batch_lag_seconds", cluster_name) >= later
         assert scrape(port, "backlog_events", cluster_name) == 0.0
+        # What this relay published, counted as the source wrote it: 500 rows in one
+        # statement, the sparse row, 100 rows in one statement (packed as COPY lines,
+        # counted change by change), nothing twice for the batch retried after the outage.
+        assert scrape(port, "events_total", cluster_name) == 601.0
+        assert scrape_table(port, cluster_name, "items") == 601.0
         assert probe(port, "/readyz") == (200, "ready\n")
         assert probe(port, "/healthz") == (200, "ok\n")
     finally:
