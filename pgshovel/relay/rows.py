@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import operator
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -33,7 +32,7 @@ from pgshovel.relay.event_data import (
 from pgshovel.relay.packed_run import PackedRun
 from pgshovel.relay.schema import SchemaTracker, TableState
 from pgshovel.stream.operations import EVENT_TYPES
-from pgshovel.stream.rows import copy_field, partition_of
+from pgshovel.stream.rows import copy_field, line_partitions, partition_of
 from pgshovel.stream.rows_builder import EncodedChange, EncodedRun
 
 __all__ = ["RowsEncoder"]
@@ -176,22 +175,11 @@ class RowsEncoder:
         positions = self._positions(run)
         if positions is None:
             return encoded, [(partition_of(schema, name, None, partitions),)] * run.size
-        # partition_of's crc32 of "schema NUL table NUL key", the key's part run on from
-        # the crc32 of the rest: the same number, computed for every line at C speed
-        prefix = zlib.crc32(f"{schema}\x00{name}\x00".encode())
-        pick = operator.itemgetter(*positions)
-
-        def partitions_of(lines: list[bytes]) -> list[int]:
-            fields = map(bytes.split, lines, repeat(b"\t"))
-            keys = (
-                map(pick, fields) if len(positions) == 1 else map(b"\x1f".join, map(pick, fields))
-            )
-            return list(
-                map(operator.mod, map(zlib.crc32, keys, repeat(prefix)), repeat(partitions))
-            )
-
-        olds = None if encoded.olds is None else partitions_of(encoded.olds)
-        news = None if encoded.news is None else partitions_of(encoded.news)
+        olds = news = None
+        if encoded.olds is not None:
+            olds = line_partitions(schema, name, encoded.olds, positions, partitions)
+        if encoded.news is not None:
+            news = line_partitions(schema, name, encoded.news, positions, partitions)
         if olds is None or news is None:
             return encoded, list(zip(olds or news or [], strict=False))
         return encoded, [

@@ -15,7 +15,15 @@ from pgshovel.relay.events import QueueEvent
 from pgshovel.relay.rows import RowsEncoder
 from pgshovel.relay.schema import SchemaTracker
 from pgshovel.stream.provenance import ProvenanceResolver
-from pgshovel.stream.rows import RowsBuilder, partition_of, split_line, to_mutations
+from pgshovel.stream.rows import (
+    RowsBuilder,
+    copy_field,
+    copy_line,
+    line_partitions,
+    partition_of,
+    split_line,
+    to_mutations,
+)
 from tests.unit.relay.test_encode_events import MIXED, _texts
 from tests.unit.relay.test_events import Catalog, History, _decoder
 
@@ -105,3 +113,27 @@ def test_values_copy_escapes_read_back_as_they_were(note):
     values = split_line(change.new)
     assert values[list(MIXED).index("note")] == note
     assert values[list(MIXED).index("tags")] is None
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    st.lists(
+        st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=3, max_size=3),
+        max_size=20,
+    ),
+    st.sampled_from([(0,), (2,), (1, 0)]),
+    st.integers(1, 9),
+    st.sampled_from([("public", "t"), ('Odd "s"', "τ\x00")]),
+)
+def test_line_partitions_are_partition_of_each_lines_key(
+    rows: list[list[str | None]],
+    positions: tuple[int, ...],
+    partitions: int,
+    table: tuple[str, str],
+) -> None:
+    lines = [copy_line(row) for row in rows]
+    expected = [
+        partition_of(*table, tuple(copy_field(row[p]) for p in positions), partitions)
+        for row in rows
+    ]
+    assert line_partitions(*table, lines, positions, partitions) == expected
