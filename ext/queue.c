@@ -26,15 +26,18 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "queue.h"
 
@@ -88,6 +91,7 @@ queue_entry(const char *name)
 		entry->plan = NULL;
 		entry->plan_queue_id = -1;
 		entry->plan_table = -1;
+		entry->tid_generation = 0;
 	}
 	return entry;
 }
@@ -198,82 +202,207 @@ direct_insert(QueueEntry *entry, Datum *values, const char *nulls)
 }
 
 /*
- * The queue's row in pgq.queue straight through its queue_name index, under
- * the statement's snapshot, as the kept SELECT would read it (no executor to
- * start for one row). Returns -1 when it cannot (no such index, no SELECT
- * privilege, row security, no snapshot): the caller then runs the SELECT.
- * The text values are copied into the current memory context.
+ * Where pgq.queue and its queue_name index are, as read_queue_row last found
+ * them: kept across transactions, forgotten on any invalidation of that table
+ * or index (dropped, altered, rewritten, an index added or removed), of a
+ * relation's name or of a schema, so a lookup never uses what the catalog no
+ * longer says. ``generation`` counts the forgettings: a queue's remembered row
+ * position (QueueEntry.queue_tid) holds for one generation only.
  */
-static int
-read_queue_row(const char *name, Datum *values, bool *nulls)
+typedef struct QueueCatalog
 {
-	Oid			namespace = get_namespace_oid("pgq", true);
-	Oid			relid = OidIsValid(namespace) ? get_relname_relid("queue", namespace) : InvalidOid;
-	AttrNumber	columns[QUEUE_COLUMNS];
+	bool		valid;
+	uint64		generation;
+	Oid			relid;
+	Oid			index;
 	AttrNumber	name_column;
+	AttrNumber	columns[QUEUE_COLUMNS];
+} QueueCatalog;
+
+static QueueCatalog queue_catalog = {false, 1, InvalidOid, InvalidOid, InvalidAttrNumber};
+static bool catalog_callbacks = false;
+
+static void
+forget_catalog(void)
+{
+	queue_catalog.valid = false;
+	queue_catalog.generation++;
+}
+
+static void
+forget_catalog_relation(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == queue_catalog.relid || relid == queue_catalog.index)
+		forget_catalog();
+}
+
+static void
+forget_catalog_name(Datum arg, int cacheid, uint32 hashvalue)
+{
+	forget_catalog();
+}
+
+/*
+ * Find pgq.queue, its columns and a plain btree index on queue_name alone into
+ * queue_catalog; false when there is none such (the caller then runs the
+ * SELECT), which is not remembered.
+ */
+static bool
+find_queue_catalog(void)
+{
+	uint64		started;
+	Oid			namespace;
+	Oid			relid;
 	Relation	rel;
-	Relation	index = NULL;
 	List	   *indexes;
 	ListCell   *cell;
-	ScanKeyData key;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	int			found;
 	int			i;
 
-	if (!OidIsValid(relid) || !ActiveSnapshotSet()
-		|| pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		return -1;
-	name_column = get_attnum(relid, "queue_name");
+	if (queue_catalog.valid)
+		return true;
+	if (!catalog_callbacks)
+	{
+		CacheRegisterRelcacheCallback(forget_catalog_relation, (Datum) 0);
+		CacheRegisterSyscacheCallback(RELNAMENSP, forget_catalog_name, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_catalog_name, (Datum) 0);
+		catalog_callbacks = true;
+	}
+	started = queue_catalog.generation;
+	namespace = get_namespace_oid("pgq", true);
+	relid = OidIsValid(namespace) ? get_relname_relid("queue", namespace) : InvalidOid;
+	if (!OidIsValid(relid))
+		return false;
+	/* set now, so that an invalidation of it while we look is noticed */
+	queue_catalog.relid = relid;
+	queue_catalog.index = InvalidOid;
+	queue_catalog.name_column = get_attnum(relid, "queue_name");
 	for (i = 0; i < QUEUE_COLUMNS; i++)
 	{
-		columns[i] = get_attnum(relid, queue_columns[i]);
-		if (columns[i] == InvalidAttrNumber)
-			return -1;
+		queue_catalog.columns[i] = get_attnum(relid, queue_columns[i]);
+		if (queue_catalog.columns[i] == InvalidAttrNumber)
+			return false;
 	}
 	rel = table_open(relid, AccessShareLock);
-	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity
-		|| name_column == InvalidAttrNumber)
+	if (rel->rd_rel->relkind != RELKIND_RELATION || queue_catalog.name_column == InvalidAttrNumber)
 	{
 		table_close(rel, NoLock);
-		return -1;
+		return false;
 	}
 	indexes = RelationGetIndexList(rel);
 	foreach(cell, indexes)
 	{
 		Relation	candidate = index_open(lfirst_oid(cell), AccessShareLock);
 
-		if (index == NULL && candidate->rd_rel->relam == BTREE_AM_OID
+		if (!OidIsValid(queue_catalog.index) && candidate->rd_rel->relam == BTREE_AM_OID
 			&& candidate->rd_index->indisvalid && candidate->rd_index->indnatts == 1
-			&& candidate->rd_index->indkey.values[0] == name_column
+			&& candidate->rd_index->indkey.values[0] == queue_catalog.name_column
 			&& candidate->rd_indexprs == NIL && RelationGetIndexPredicate(candidate) == NIL
 			&& candidate->rd_opcintype[0] == TEXTOID)
-			index = candidate;
-		else
-			index_close(candidate, NoLock);
+			queue_catalog.index = RelationGetRelid(candidate);
+		index_close(candidate, NoLock);
 	}
-	if (index == NULL)
+	table_close(rel, NoLock);
+	/* not remembered when an invalidation came in while we looked (taking the locks) */
+	if (!OidIsValid(queue_catalog.index) || queue_catalog.generation != started)
+		return false;
+	queue_catalog.valid = true;
+	return true;
+}
+
+/* Is the row in slot the queue named name? (bytes equal: else the index decides) */
+static bool
+slot_is_queue(TupleTableSlot *slot, const char *name)
+{
+	bool		isnull;
+	Datum		value = slot_getattr(slot, queue_catalog.name_column, &isnull);
+	text	   *found;
+
+	if (isnull)
+		return false;
+	found = DatumGetTextPP(value);
+	return VARSIZE_ANY_EXHDR(found) == strlen(name)
+		&& memcmp(VARDATA_ANY(found), name, strlen(name)) == 0;
+}
+
+/*
+ * The queue's row in pgq.queue under the statement's snapshot, as the kept
+ * SELECT would read it (no executor to start for one row): first at the
+ * position where the index led last time (the same fetch an index scan makes
+ * from there, along the row's chain of updates in place, so exactly what it
+ * would return, when that is still this queue's row), else through its
+ * queue_name index. Returns -1 when it cannot (no such index, no SELECT
+ * privilege, row security, no snapshot): the caller then runs the SELECT.
+ * The text values are copied into the current memory context.
+ */
+static int
+read_queue_row(QueueEntry *entry, Datum *values, bool *nulls)
+{
+	Relation	rel;
+	Relation	index;
+	ScanKeyData key;
+	IndexScanDesc scan;
+	ItemPointer root;
+	TupleTableSlot *slot;
+	int			found = 0;
+	int			i;
+
+	if (!ActiveSnapshotSet() || !find_queue_catalog()
+		|| pg_class_aclcheck(queue_catalog.relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return -1;
+	rel = table_open(queue_catalog.relid, AccessShareLock);
+	if (!queue_catalog.valid || rel->rd_rel->relrowsecurity)
 	{
 		table_close(rel, NoLock);
 		return -1;
 	}
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   index->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
 	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, GetActiveSnapshot(), 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot) ? 1 : 0;
+	/* (never past the table's end, should it have become shorter without an invalidation) */
+	if (entry->tid_generation == queue_catalog.generation
+		&& ItemPointerGetBlockNumber(&entry->queue_tid) < RelationGetNumberOfBlocks(rel))
+	{
+		IndexFetchTableData *fetch = table_index_fetch_begin(rel);
+		ItemPointerData tid = entry->queue_tid;
+		bool		call_again = false;
+		bool		all_dead = false;
+
+		if (table_index_fetch_tuple(fetch, &tid, GetActiveSnapshot(), slot, &call_again,
+									&all_dead) && slot_is_queue(slot, entry->name))
+			found = 1;
+		table_index_fetch_end(fetch);
+	}
+	if (!found)
+	{
+		index = index_open(queue_catalog.index, AccessShareLock);
+		ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[0], F_TEXTEQ,
+							   CStringGetTextDatum(entry->name));
+		scan = index_beginscan(rel, index, GetActiveSnapshot(), 1, 0);
+		index_rescan(scan, &key, 1, NULL, 0);
+		/* index_getnext_slot's loop, keeping where the index entry points (the chain's root) */
+		while (!found && (root = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
+		{
+			ItemPointerData position = *root;
+
+			if (index_fetch_heap(scan, slot))
+			{
+				found = 1;
+				entry->queue_tid = position;
+				entry->tid_generation = queue_catalog.generation;
+			}
+		}
+		index_endscan(scan);
+		index_close(index, NoLock);
+	}
 	for (i = 0; found && i < QUEUE_COLUMNS; i++)
 	{
-		Form_pg_attribute attribute = TupleDescAttr(RelationGetDescr(rel), columns[i] - 1);
+		Form_pg_attribute attribute =
+			TupleDescAttr(RelationGetDescr(rel), queue_catalog.columns[i] - 1);
 
-		values[i] = slot_getattr(slot, columns[i], &nulls[i]);
+		values[i] = slot_getattr(slot, queue_catalog.columns[i], &nulls[i]);
 		if (!nulls[i])
 			values[i] = datumCopy(values[i], attribute->attbyval, attribute->attlen);
 	}
-	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, NoLock);
 	table_close(rel, NoLock);
 	return found;
 }
@@ -316,7 +445,7 @@ load_queue(QueueEntry *entry, Datum name)
 
 	if (entry->lxid == MyProc->lxid)
 		return;
-	found = read_queue_row(entry->name, values, nulls);
+	found = read_queue_row(entry, values, nulls);
 	if (found < 0)
 		found = select_queue_row(name, values, nulls) ? 1 : 0;
 	if (!found)

@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "storage/itemptr.h"
 
 #define NAME_SIZE 256
 
@@ -31,6 +32,8 @@ typedef struct QueueEntry
 	SPIPlanPtr	plan;
 	bool		direct;			/* insert straight into table_oid (see direct_possible) */
 	AttrNumber	columns[EVENT_COLUMNS];	/* attnums of ev_id, ev_time, ev_txid, ... */
+	ItemPointerData queue_tid;	/* where pgq.queue's index led to its row last time */
+	uint64		tid_generation; /* ... valid while the catalog's generation is this (0: never) */
 } QueueEntry;
 
 /* The backend's entry for the queue named name (created empty on first use). */
