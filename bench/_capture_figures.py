@@ -42,9 +42,18 @@ TPS_CAPTURES = {
         "pgshovel-no-ddl",
         "jsontriga",
         "floor",
+        "trigger-bound",
         "logical",
     ),
-    "durable": ("none", "pgshovel", "pgshovel-unpacked", "jsontriga", "floor", "logical"),
+    "durable": (
+        "none",
+        "pgshovel",
+        "pgshovel-unpacked",
+        "jsontriga",
+        "floor",
+        "trigger-bound",
+        "logical",
+    ),
 }
 #: settings name -> the captures of the bulk UPDATE run with them
 BULK_CAPTURES = {
@@ -57,9 +66,10 @@ BULK_CAPTURES = {
         "pgshovel-plpgsql",
         "jsontriga",
         "floor",
+        "trigger-bound",
         "logical",
     ),
-    "durable": ("none", "pgshovel", "pgshovel-unpacked", "floor", "logical"),
+    "durable": ("none", "pgshovel", "pgshovel-unpacked", "floor", "trigger-bound", "logical"),
 }
 #: the part of each settings' bulk UPDATE (quick mode's QUICK_PARTS name it)
 BULK_PARTS = {"fast": "bulk", "durable": "bulk-durable"}
@@ -67,7 +77,7 @@ BULK_PARTS = {"fast": "bulk", "durable": "bulk-durable"}
 #: quick mode: the parts a capture runs in, where not all: "tpcb" and "update" (pgbench with
 #: the fast settings), "tpcb-durable" and "update-durable" (with durable commits), "bulk" and
 #: "bulk-durable". Quick only keeps the bench working: every capture still runs in one part
-#: at least, and every part runs no capture and pgshovel (72 runs of about a second, not 114).
+#: at least, and every part runs no capture and pgshovel (75 runs of about a second, not 156).
 QUICK_PARTS = {
     "pgshovel-provenance": ("tpcb", "bulk"),
     "pgshovel-unpacked": ("bulk",),
@@ -76,6 +86,7 @@ QUICK_PARTS = {
     "pgshovel-no-ddl": ("tpcb",),
     "jsontriga": ("tpcb",),
     "floor": ("tpcb", "update"),
+    "trigger-bound": ("tpcb",),
     "logical": ("tpcb", "update", "bulk"),
 }
 
@@ -143,6 +154,28 @@ def _peers(title: str) -> tuple[Comparison, ...]:
     )
 
 
+def _bound(title: str) -> tuple[Comparison, ...]:
+    """pgshovel's triggers calling a function that does nothing: the least capture through
+    them can cost; then that bound against the logical decoding peer (gaps to no capture).
+    Where the bound's gap is below 0, no capture through triggers reaches the peer there."""
+    return (
+        Comparison(
+            "trigger_bound",
+            f"{title}, pgshovel's triggers capturing nothing (trigger bound)",
+            "trigger-bound",
+        ),
+        Comparison(
+            "trigger_bound_logical",
+            f"{title}, trigger bound vs the logical decoding (wal2json) peer",
+            "trigger-bound",
+            "logical",
+            "logical decoding (wal2json) peer",
+            reference="none",
+            reference_title="no capture",
+        ),
+    )
+
+
 def _packing(title: str, versus: str) -> tuple[Comparison, ...]:
     return (
         Comparison(
@@ -184,6 +217,7 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison("floor", "capture floor (constant event per row), {}", "floor"),
     Comparison("logical", "capture overhead, {}, logical decoding (wal2json) peer", "logical"),
     *_peers("capture overhead, {}"),
+    *_bound("capture overhead, {}"),
     Comparison(
         "event_triggers",
         "schema event triggers on DML, {}, pgshovel",
@@ -220,6 +254,7 @@ BULK_COMPARISONS: tuple[Comparison, ...] = (
     Comparison("floor", f"{_BULK_TITLE}, capture floor (constant event per row)", "floor"),
     Comparison("logical", f"{_BULK_TITLE}, logical decoding (wal2json) peer", "logical"),
     *_peers(_BULK_TITLE),
+    *_bound(_BULK_TITLE),
 )
 #: settings name -> (key suffix, title suffix)
 SETTINGS_NAMES = {"fast": ("", ""), "durable": (".durable", ", fsync+synchronous_commit on")}

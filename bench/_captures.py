@@ -14,6 +14,11 @@ too), so every run starts from an empty queue or a new slot:
   before statement triggers (what a table in an inheritance tree still gets);
   ``pgshovel-provenance`` the same C library with provenance on every table
   (README "Provenance");
+- ``trigger-bound``: pgshovel's triggers exactly as ``pgshovel`` installs them,
+  their function replaced by the library's ``pgshovel_capture_nothing``, which
+  returns at once: what PostgreSQL's firing of those triggers costs the writer
+  (after-trigger queue, transition tables, the SECURITY DEFINER call) before any
+  capture work, so the least any capture through these triggers can cost;
 - ``jsontriga``: PgQ's own C trigger ``pgq.jsontriga``, a reference;
 - ``floor``: the cheapest trigger-and-queue capture there is, a PL/pgSQL row
   trigger that inserts one constant event; what any trigger capture costs;
@@ -48,6 +53,8 @@ FLOOR_QUEUE = "bench_floor"
 FLOOR_FUNCTION = "bench_capture_floor"
 SLOT = "bench_wal2json"
 PLUGIN = "wal2json"
+#: the C library's trigger function that captures nothing (trigger-bound)
+NOTHING = "pgshovel_capture_nothing"
 
 #: A capture's context manager: (autocommit connection to the scratch database, its DSN, workdir).
 Capture = Callable[[connection, str, Path], AbstractContextManager[None]]
@@ -208,6 +215,32 @@ def pgshovel_without_ddl(conn: connection, dsn: str, workdir: Path) -> Iterator[
 
 
 @contextmanager
+def trigger_bound(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
+    """pgshovel's triggers calling a function that does nothing (no queue row, no consumer)."""
+    _install_pgshovel(conn, "c")
+    try:
+        _run(
+            conn,
+            [
+                sql.SQL(
+                    "CREATE OR REPLACE FUNCTION {}.{}() RETURNS trigger LANGUAGE c "
+                    "SECURITY DEFINER AS {}, {}"
+                ).format(
+                    sql.Identifier(names.schema_name(CLUSTER)),
+                    sql.Identifier(install.CAPTURE_FUNCTION),
+                    sql.Literal(capture_library.LIBRARY),
+                    sql.Literal(NOTHING),
+                )
+            ],
+        )
+        yield
+    finally:
+        # the real function back, as set create leaves it (the C one needs no hstore)
+        _run(conn, [install.capture_function(CLUSTER, "", "c")])
+        _remove_pgshovel(conn)
+
+
+@contextmanager
 def jsontriga(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
     _run(conn, [sql.SQL("CREATE EXTENSION IF NOT EXISTS pgq")])
     _trigger_capture(conn, JSONTRIGA_QUEUE, sql.SQL("pgq.jsontriga"))
@@ -263,6 +296,7 @@ CAPTURES: dict[str, Capture] = {
     "pgshovel-provenance": pgshovel_provenance,
     "pgshovel-plpgsql": pgshovel_plpgsql,
     "pgshovel-no-ddl": pgshovel_without_ddl,
+    "trigger-bound": trigger_bound,
     "jsontriga": jsontriga,
     "floor": floor,
     "logical": logical,

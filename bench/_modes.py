@@ -94,7 +94,9 @@ MODES: dict[str, Settings] = {
         pgbench_clients=2,
         pgbench_seconds=1,
         durable_seconds=1,
-        relay_events=2_000,
+        # enough for the relay's CPU time to reach the kernel's 10 ms accounting tick
+        # (about 2.5 us per event: 2,000 events could read as 0 s)
+        relay_events=20_000,
         latency_rate=200,
         latency_warmup=0.5,
         latency_seconds=1,

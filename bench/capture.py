@@ -6,7 +6,8 @@ per capture of :mod:`bench._captures` (no capture; pgshovel's C trigger as set
 create installs it, packing; the same with packing off, a queue row per change;
 the same with row triggers, as before statement triggers; its PL/pgSQL fallback;
 pgshovel's with its schema event triggers disabled, whose ratio to pgshovel
-should be 1 as they fire on DDL only; PgQ's C trigger ``pgq.jsontriga``; the
+should be 1 as they fire on DDL only; pgshovel's triggers calling a function that
+does nothing, the bound of any capture through them; PgQ's C trigger ``pgq.jsontriga``; the
 floor, one constant event per row from a PL/pgSQL trigger; a wal2json slot read
 by ``pg_recvlogical``), each with its consumer draining concurrently. pgshovel is
 also reported against the floor (within 0.05 of the floor's ratio is as cheap as
@@ -20,8 +21,8 @@ fast settings and again with durable commits; its figure is rows/s with capture
 fast and bulk parts, also compared with pgshovel without it (goal 0.95). Quick
 mode runs some captures in some parts only (``QUICK_PARTS`` in
 :mod:`bench._capture_figures`, which holds the plan and the figures): every
-capture once, durable commits with pgshovel and no capture only, 72 runs of
-about a second instead of 114. A part
+capture once, durable commits with pgshovel and no capture only, 75 runs of
+about a second instead of 156. A part
 that fails (a durable switch, a bulk statement, or the logical peer when
 wal2json is missing) is reported as not measured and the others still are.
 """

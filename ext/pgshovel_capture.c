@@ -1361,3 +1361,20 @@ pgshovel_capture_contract_version(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT32(CONTRACT_VERSION);
 }
+
+PG_FUNCTION_INFO_V1(pgshovel_capture_nothing);
+
+/*
+ * A trigger function that captures nothing: the bench puts it in the place of
+ * the capture function, under the same triggers (bench/_captures.py
+ * "trigger-bound"), to measure what PostgreSQL's firing of those triggers
+ * costs the writer before any capture work, the least any capture by these
+ * triggers can cost. Never installed by pgshovel-admin.
+ */
+Datum
+pgshovel_capture_nothing(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "pgshovel capture: not called as a trigger");
+	return PointerGetDatum(NULL);
+}

@@ -49,12 +49,15 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
             "logical",
             "pgshovel_floor",
             "pgshovel_logical",
+            "trigger_bound",
+            "trigger_bound_logical",
             "event_triggers",
         ):
             expected.append(f"capture.{script}.{key}")
     durable = ("pgshovel", "pgshovel_unpacked", "packing", "jsontriga", "floor", "logical")
+    peers = ("pgshovel_floor", "pgshovel_logical", "trigger_bound", "trigger_bound_logical")
     for script in ("tpcb", "update"):
-        for key in (*durable, "pgshovel_floor", "pgshovel_logical"):
+        for key in (*durable, *peers):
             expected.append(f"capture.{script}.{key}.durable")
     expected += [
         f"capture.bulk.{mode}"
@@ -69,8 +72,7 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
             "jsontriga",
             "floor",
             "logical",
-            "pgshovel_floor",
-            "pgshovel_logical",
+            *peers,
         )
     ]
     expected += [
@@ -81,8 +83,7 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
             "packing",
             "floor",
             "logical",
-            "pgshovel_floor",
-            "pgshovel_logical",
+            *peers,
         )
     ]
     assert list(figures) == expected
@@ -106,6 +107,9 @@ def test_every_capture_is_compared_fast_and_durable_and_in_bulk() -> None:
     assert logical.baseline_title == "logical decoding (wal2json) peer"
     assert figures["capture.bulk.packing"].ratio == 1.25
     assert figures["capture.tpcb.pgshovel_logical"].met is False  # 800 against 900
+    # The trigger bound against the peer: a gap with no goal (0.6 against 0.9 of no capture).
+    bound = figures["capture.bulk.trigger_bound_logical"]
+    assert bound.gap is not None and round(bound.gap, 3) == -0.3 and bound.met is None
 
     # Provenance against pgshovel without it, in the same run: 780 / 800.
     provenance = figures["capture.update.provenance"]
@@ -163,9 +167,9 @@ def test_quick_mode_runs_every_capture_once_and_every_part_against_no_capture() 
     # durable commits are exercised by pgshovel against no capture only
     assert plan["tpcb-durable"] == plan["update-durable"] == plan["bulk-durable"]
     assert plan["tpcb-durable"] == ["none", "pgshovel"]
-    # 72 runs of about a second in three alternating rounds; full mode runs all 114
+    # 75 runs of about a second in three alternating rounds; full mode runs all 156
     assert QUICK.rounds == 3
-    assert sum(len(modes) for modes in plan.values()) * QUICK.rounds == 72
+    assert sum(len(modes) for modes in plan.values()) * QUICK.rounds == 75
     full = settings("full")
     assert all(runs_in(full, mode, part) for part in plan for mode in everything)
 
@@ -200,5 +204,5 @@ def test_a_failed_part_or_a_missing_peer_is_reported_with_its_reason() -> None:
 
 def test_an_empty_run_still_lists_every_figure() -> None:
     figures = capture.figures(capture.CaptureRuns(), QUICK)
-    assert len(figures) == 2 * 13 + 2 * 8 + 12 + 7
+    assert len(figures) == 2 * 15 + 2 * 10 + 14 + 9
     assert all(not figure.values for figure in figures)
