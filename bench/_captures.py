@@ -219,24 +219,11 @@ def trigger_bound(conn: connection, dsn: str, workdir: Path) -> Iterator[None]:
     """pgshovel's triggers calling a function that does nothing (no queue row, no consumer)."""
     _install_pgshovel(conn, "c")
     try:
-        _run(
-            conn,
-            [
-                sql.SQL(
-                    "CREATE OR REPLACE FUNCTION {}.{}() RETURNS trigger LANGUAGE c "
-                    "SECURITY DEFINER AS {}, {}"
-                ).format(
-                    sql.Identifier(names.schema_name(CLUSTER)),
-                    sql.Identifier(install.CAPTURE_FUNCTION),
-                    sql.Literal(capture_library.LIBRARY),
-                    sql.Literal(NOTHING),
-                )
-            ],
-        )
+        _run(conn, [install.c_capture_function(CLUSTER, NOTHING)])
         yield
     finally:
-        # the real function back, as set create leaves it (the C one needs no hstore)
-        _run(conn, [install.capture_function(CLUSTER, "", "c")])
+        # the real function back, as set create leaves it
+        _run(conn, [install.c_capture_function(CLUSTER)])
         _remove_pgshovel(conn)
 
 

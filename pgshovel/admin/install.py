@@ -90,23 +90,29 @@ def text_array_literal(values: Sequence[str]) -> str:
     return "{" + ",".join(quoted) + "}"
 
 
+def c_capture_function(cluster: str, symbol: str = capture_library.LIBRARY) -> sql.Composable:
+    """CREATE OR REPLACE the cluster's capture function as the C library's function
+    ``symbol`` (the capture trigger; the bench's trigger bound names another)."""
+    # No SET clauses: the C trigger pins the output settings itself, and only
+    # when a session differs from them; every name it uses is schema-qualified.
+    # The same spelling as sql/capture.sql: {schema}.capture().
+    return sql.SQL(
+        "CREATE OR REPLACE FUNCTION {}.{}() RETURNS trigger LANGUAGE c SECURITY DEFINER AS {}, {}"
+    ).format(
+        sql.Identifier(names.schema_name(cluster)),
+        sql.Identifier(CAPTURE_FUNCTION),
+        sql.Literal(capture_library.LIBRARY),
+        sql.Literal(symbol),
+    )
+
+
 def capture_function(
     cluster: str, hstore_schema: str, implementation: Implementation = "plpgsql"
 ) -> sql.Composable:
     """CREATE OR REPLACE the cluster's capture function: the C trigger of
     ext/pgshovel_capture.c, or its PL/pgSQL twin (sql/capture.sql)."""
     if implementation == "c":
-        # No SET clauses: the C trigger pins the output settings itself, and only
-        # when a session differs from them; every name it uses is schema-qualified.
-        # The same spelling as sql/capture.sql: {schema}.capture().
-        return sql.SQL(
-            "CREATE OR REPLACE FUNCTION {}.capture() RETURNS trigger LANGUAGE c "
-            "SECURITY DEFINER AS {}, {}"
-        ).format(
-            sql.Identifier(names.schema_name(cluster)),
-            sql.Literal(capture_library.LIBRARY),
-            sql.Literal(capture_library.LIBRARY),
-        )
+        return c_capture_function(cluster)
     if "$" in hstore_schema:
         # The function body is dollar-quoted; a '$' in this name could end it early.
         raise DatabaseError(
