@@ -97,10 +97,10 @@ def c_capture_function(cluster: str, symbol: str = capture_library.LIBRARY) -> s
     # when a session differs from them; every name it uses is schema-qualified.
     # The same spelling as sql/capture.sql: {schema}.capture().
     return sql.SQL(
-        "CREATE OR REPLACE FUNCTION {}.{}() RETURNS trigger LANGUAGE c SECURITY DEFINER AS {}, {}"
+        "CREATE OR REPLACE FUNCTION {}.capture() RETURNS trigger LANGUAGE c SECURITY DEFINER "
+        "AS {}, {}"
     ).format(
         sql.Identifier(names.schema_name(cluster)),
-        sql.Identifier(CAPTURE_FUNCTION),
         sql.Literal(capture_library.LIBRARY),
         sql.Literal(symbol),
     )
